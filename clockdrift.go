@@ -1,0 +1,44 @@
+package redlock
+
+import (
+	"math"
+	"time"
+)
+
+// driftFloor is added to every drift allowance: Redis expires keys with millisecond
+// precision, so a key may live up to about a millisecond less than asked, and the client's
+// own millisecond rounding adds another. Source: the redis.io Redlock page and antirez's
+// reference implementation (redlock-rb), which add 2 ms.
+const driftFloor = 2 * time.Millisecond
+
+// Drift returns the clock-drift allowance for a lock of the given TTL:
+// ttl × factor + 2 ms, rounded up to the next nanosecond. Pure function.
+func Drift(ttl time.Duration, factor float64) time.Duration {
+	return time.Duration(math.Ceil(float64(ttl)*factor)) + driftFloor
+}
+
+// Validity returns the validity time left for a lock of the given TTL whose acquisition
+// started at start and was confirmed at end: ttl − (end − start) − Drift(ttl, factor).
+// When start and end both carry a monotonic clock reading (values from time.Now), the
+// elapsed time is measured on Go's monotonic clock and wall-clock steps cannot inflate the
+// result. A result ≤ 0 means the lock must not be used. Pure function.
+func Validity(ttl time.Duration, start, end time.Time, factor float64) time.Duration {
+	return ttl - end.Sub(start) - Drift(ttl, factor)
+}
+
+// checkTTL validates a TTL and returns it truncated to whole milliseconds, the precision
+// Redis keeps (PX takes milliseconds). Validity is computed from the truncated value, so the
+// sub-millisecond part is never counted as lock time.
+func checkTTL(ttl time.Duration, factor float64) (time.Duration, error) {
+	if ttl <= 0 {
+		return 0, invalidf("ttl %v must be positive", ttl)
+	}
+	if ttl > MaxTTL {
+		return 0, invalidf("ttl %v exceeds MaxTTL (%v)", ttl, MaxTTL)
+	}
+	ttl = ttl.Truncate(time.Millisecond)
+	if d := Drift(ttl, factor); ttl <= d {
+		return 0, invalidf("ttl %v leaves no validity time after the clock drift allowance of %v", ttl, d)
+	}
+	return ttl, nil
+}

@@ -1,0 +1,123 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/hashicorp/go-multierror"
+)
+
+// The sentinel errors. Branch on them with errors.Is; never compare errors with ==.
+var (
+	// ErrNotAcquired means an acquire did not reach a quorum with positive validity time.
+	// It comes back wrapped in a *QuorumError (per-node detail), or joined with ctx.Err()
+	// when the caller's context ended.
+	ErrNotAcquired = errors.New("redlock: lock not acquired")
+
+	// ErrNotHeld means an extend or release could not be confirmed by a quorum: the lock
+	// expired, was released already, or a quorum of nodes could not be reached. It comes back
+	// wrapped in a *QuorumError, or on its own for a lock already released by this handle.
+	ErrNotHeld = errors.New("redlock: lock not held")
+
+	// ErrInvalidArgument means a call or an option was given a value it cannot use. Nothing
+	// was sent to any node. The message names the argument.
+	ErrInvalidArgument = errors.New("redlock: invalid argument")
+)
+
+// errHeld is a node's answer when another holder's key is present there.
+type heldError struct{ left int64 }
+
+func (e heldError) Error() string {
+	return fmt.Sprintf("key held by another holder (%d ms left)", e.left)
+}
+
+// errNotOurs is a node's answer to extend, release or raise when our key is not there.
+var errNotOurs = errors.New("key absent or held by another holder")
+
+// errCounterAhead is a node's answer to raise when its counter already passed the target.
+var errCounterAhead = errors.New("fence counter already above the chosen token")
+
+// errValidityExpired is the cause when a quorum came too late to leave positive validity.
+var errValidityExpired = errors.New("validity time used up before a quorum agreed")
+
+// errNodeTimeout is a node's error when it did not answer within the node timeout.
+var errNodeTimeout = errors.New("no reply within the node timeout")
+
+// errAbandoned is a node's error when the outcome was decided before it answered.
+var errAbandoned = errors.New("outcome decided before the node answered")
+
+// invalidf builds an error that matches ErrInvalidArgument.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
+}
+
+// NodeError is the failure of one node in one operation. Node is the node's index in the
+// slice given to [New]; Addr is its address when the client exposes one. Err is the cause
+// (a go-redis or network error, a timeout, or the node's refusal) and is returned by Unwrap.
+type NodeError struct {
+	Node int
+	Addr string
+	Err  error
+}
+
+// Error implements error.
+func (e *NodeError) Error() string {
+	if e.Addr != "" {
+		return fmt.Sprintf("redlock: node %d (%s): %v", e.Node, e.Addr, e.Err)
+	}
+	return fmt.Sprintf("redlock: node %d: %v", e.Node, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// QuorumError reports an acquire, extend or release that a quorum did not confirm.
+// errors.Is(err, ErrNotAcquired) holds for a failed acquire, errors.Is(err, ErrNotHeld) for
+// a failed extend or release. Cause, when set, says why beyond the per-node errors (for
+// example ctx.Err() when the caller's context ended, so errors.Is(err, context.Canceled)
+// holds too). Nodes aggregates one *NodeError per node that did not agree.
+type QuorumError struct {
+	Op     string // "acquire", "extend" or "release"
+	Key    string // the lock key
+	Quorum int    // how many nodes had to agree
+	Agreed int    // how many did
+	Total  int    // how many nodes there are
+	Cause  error  // optional: the reason beyond the per-node errors
+	Nodes  *multierror.Error
+
+	sentinel error
+}
+
+// Error implements error.
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %s %q: %d of %d nodes agreed, quorum is %d",
+		e.sentinel, e.Op, e.Key, e.Agreed, e.Total, e.Quorum)
+	if e.Cause != nil {
+		fmt.Fprintf(&b, ": %v", e.Cause)
+	}
+	if e.Nodes != nil {
+		for _, ne := range e.Nodes.Errors {
+			b.WriteString("; ")
+			b.WriteString(strings.TrimPrefix(ne.Error(), "redlock: "))
+		}
+	}
+	return b.String()
+}
+
+// Unwrap returns the sentinel, the cause and every per-node error, so that errors.Is and
+// errors.As see all of them.
+func (e *QuorumError) Unwrap() []error {
+	errs := []error{e.sentinel}
+	if e.Cause != nil {
+		errs = append(errs, e.Cause)
+	}
+	if e.Nodes != nil {
+		errs = append(errs, e.Nodes.Errors...)
+	}
+	return errs
+}
+
+// ErrClosed is returned by calls made after [Client.Close].
+var ErrClosed = errors.New("redlock: client closed")

@@ -1,0 +1,106 @@
+package redlock
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// miniNodes starts n miniredis servers and one go-redis client per server, built with
+// default options. Everything is closed when the test ends.
+func miniNodes(tb testing.TB, n int) ([]*miniredis.Miniredis, []redis.UniversalClient) {
+	tb.Helper()
+	servers := make([]*miniredis.Miniredis, n)
+	clients := make([]redis.UniversalClient, n)
+	for i := range servers {
+		servers[i] = miniredis.RunT(tb)
+		rc := redis.NewClient(&redis.Options{Addr: servers[i].Addr()})
+		tb.Cleanup(func() { rc.Close() })
+		clients[i] = rc
+	}
+	return servers, clients
+}
+
+// newTestClient builds a Client and closes it when the test ends (before the node clients,
+// since cleanups run last-in first-out).
+func newTestClient(tb testing.TB, clients []redis.UniversalClient, opts ...Option) *Client {
+	tb.Helper()
+	c, err := New(clients, opts...)
+	if err != nil {
+		tb.Fatalf("New: %v", err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// commandCounts returns how many commands each miniredis server has processed.
+func commandCounts(servers []*miniredis.Miniredis) []int {
+	out := make([]int, len(servers))
+	for i, s := range servers {
+		out[i] = s.CommandCount()
+	}
+	return out
+}
+
+// hungNode is a TCP server that accepts connections and reads requests but never answers,
+// like a Redis process stopped with SIGSTOP (the kernel still completes the handshake).
+type hungNode struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+func startHungNode(tb testing.TB) *hungNode {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := &hungNode{ln: ln}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.mu.Lock()
+			h.conns = append(h.conns, conn)
+			h.mu.Unlock()
+		}
+	}()
+	tb.Cleanup(h.close)
+	return h
+}
+
+func (h *hungNode) addr() string { return h.ln.Addr().String() }
+
+// close drops every connection, so clients blocked on a read get an error at once.
+func (h *hungNode) close() {
+	h.ln.Close()
+	h.wg.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.conns {
+		c.Close()
+	}
+	h.conns = nil
+}
+
+// ctxT returns a context bounded for a test step.
+func ctxT(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// settle waits for the background work of c's past calls (replies after a decided outcome,
+// undos). Only for tests that make no concurrent call.
+func settle(c *Client) { c.bg.Wait() }

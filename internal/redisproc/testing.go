@@ -1,0 +1,72 @@
+package redisproc
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// requireEnv is the environment variable that turns a missing redis-server
+// from a skipped test into a failed one.
+const requireEnv = "REDLOCK_REQUIRE_REDIS"
+
+// startTimeout bounds the start-up of a cluster in StartT.
+const startTimeout = 20 * time.Second
+
+// Require returns the path of redis-server found on PATH. When it is missing
+// the test is skipped, or fails if the environment variable
+// REDLOCK_REQUIRE_REDIS is set to 1.
+func Require(tb testing.TB) string {
+	tb.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err == nil {
+		return path
+	}
+	if os.Getenv(requireEnv) == "1" {
+		tb.Fatalf("redis-server not found on PATH and %s=1: install it with apt-get install -y redis-server", requireEnv)
+	}
+	tb.Skipf("redis-server not found on PATH; skipping test that needs a real Redis (install it with apt-get install -y redis-server, and set %s=1 to make its absence fail the tests)", requireEnv)
+	return ""
+}
+
+// StartT starts a cluster of n nodes for a test and stops it in tb.Cleanup.
+// It skips or fails the test as Require does when redis-server is missing
+// (unless cfg.Binary is set), bounds the start-up to 20 seconds, and fails
+// the test if the cluster cannot be started.
+func StartT(tb testing.TB, n int, cfg Config) *Cluster {
+	tb.Helper()
+	if cfg.Binary == "" {
+		cfg.Binary = Require(tb)
+	}
+	ctx, cancel := context.WithTimeout(tb.Context(), startTimeout)
+	defer cancel()
+	c, err := Start(ctx, n, cfg)
+	if err != nil {
+		tb.Fatalf("start redis cluster: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Errorf("close redis cluster: %v", err)
+		}
+	})
+	return c
+}
+
+// ClientsT returns one go-redis client per node, in node order, built with
+// default options apart from Addr. The clients are closed in tb.Cleanup,
+// which runs before the cluster's own cleanup when the cluster came from
+// StartT.
+func (c *Cluster) ClientsT(tb testing.TB) []redis.UniversalClient {
+	tb.Helper()
+	clients := make([]redis.UniversalClient, len(c.nodes))
+	for i, n := range c.nodes {
+		client := redis.NewClient(&redis.Options{Addr: n.Addr()})
+		clients[i] = client
+		tb.Cleanup(func() { _ = client.Close() })
+	}
+	return clients
+}

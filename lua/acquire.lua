@@ -1,0 +1,39 @@
+-- acquire.lua: take the lock on this node if it is free, and mint a fencing token.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the fence counter key (same cluster hash slot as KEYS[1])
+-- ARGV[1]  the holder id (random, 128 bits, hex)
+-- ARGV[2]  the lock TTL in milliseconds
+-- ARGV[3]  the seed for a missing counter: the acquiring client's clock in microseconds
+-- ARGV[4]  the counter's idle TTL in milliseconds, "0" for a counter that never expires
+--
+-- Returns the counter value (>= 1) when the lock was taken. Returns minus the remaining
+-- milliseconds of the current holder's key (<= 0) when the key is held by another holder.
+-- The counter changes only when the lock was taken, so it never moves under another holder.
+-- The script is idempotent: when a client library resends it after losing the reply, our
+-- key is already there and the counter is returned unchanged (nobody else can move it
+-- while our key is present).
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) == ARGV[1] then
+    local mine = redis.call('GET', KEYS[2])
+    if mine then
+      return tonumber(mine)
+    end
+  end
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 then
+    left = 0
+  end
+  return -left
+end
+local token
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  token = redis.call('INCR', KEYS[2])
+else
+  redis.call('SET', KEYS[2], ARGV[3])
+  token = tonumber(ARGV[3])
+end
+if ARGV[4] ~= '0' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+end
+return token

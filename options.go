@@ -1,0 +1,182 @@
+package redlock
+
+import (
+	"log/slog"
+	"time"
+)
+
+// Defaults for the options. Each option's doc names its default too.
+const (
+	// DefaultDriftFactor is the share of the TTL set aside for clock drift between nodes,
+	// 0.01 as in the redis.io Redlock page and antirez's reference implementation.
+	DefaultDriftFactor = 0.01
+	// DefaultNodeTimeout bounds one node's reply. The redis.io Redlock page suggests 5–50 ms
+	// for a 10 s TTL, so that a dead node costs little of the validity time; we take 100 ms
+	// because the first call to a node also dials it and loads the scripts (EVALSHA, then
+	// EVAL after NOSCRIPT), which took up to about 40 ms here under the race detector. The
+	// wait never exceeds the validity time either.
+	DefaultNodeTimeout = 100 * time.Millisecond
+	// DefaultRetryLimit is the number of attempts Acquire makes; 0 means no limit, so
+	// Acquire retries until it acquires or its context ends.
+	DefaultRetryLimit = 0
+	// DefaultRetryDelay is the mean pause between two Acquire attempts.
+	DefaultRetryDelay = 50 * time.Millisecond
+	// DefaultAmnesiaTolerance is the number of nodes that may lose their state (restart
+	// without persistence) without breaking the guarantees: 0, classic Redlock.
+	DefaultAmnesiaTolerance = 0
+	// DefaultCounterIdleTTL is how long a fence counter lives without any acquire before
+	// Redis may expire it. A counter that comes back is seeded from the clock, above every
+	// token issued before (docs/design.md).
+	DefaultCounterIdleTTL = 7 * 24 * time.Hour
+	// MaxTTL is the longest TTL a lock may have. A lock meant to outlive a year is a
+	// configuration error, and operators must be able to wait out the longest TTL before
+	// restarting a node without persistence (the delayed restart of docs/design.md).
+	MaxTTL = 365 * 24 * time.Hour
+)
+
+// Clock is the seam through which the library reads time. Now must return readings that
+// carry Go's monotonic clock (as time.Now does) for elapsed time to be immune to wall-clock
+// steps. Clock-seeded fence counters use Now().UnixMicro().
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// Option configures a [Client]. Options are applied by [New], which returns an error that
+// matches ErrInvalidArgument for a value out of range.
+type Option func(*config) error
+
+type config struct {
+	driftFactor      float64
+	nodeTimeout      time.Duration
+	retryLimit       int
+	retryDelay       time.Duration
+	amnesiaTolerance int
+	counterIdleTTL   time.Duration
+	clock            Clock
+	logger           *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		driftFactor:      DefaultDriftFactor,
+		nodeTimeout:      DefaultNodeTimeout,
+		retryLimit:       DefaultRetryLimit,
+		retryDelay:       DefaultRetryDelay,
+		amnesiaTolerance: DefaultAmnesiaTolerance,
+		counterIdleTTL:   DefaultCounterIdleTTL,
+		clock:            systemClock{},
+		logger:           slog.New(slog.DiscardHandler),
+	}
+}
+
+// WithDriftFactor sets the share of the TTL subtracted from the validity time for clock
+// drift between nodes (see [Drift]). f must be in [0, 0.5). Default [DefaultDriftFactor].
+func WithDriftFactor(f float64) Option {
+	return func(c *config) error {
+		if !(f >= 0 && f < 0.5) { // also rejects NaN
+			return invalidf("drift factor %v is outside [0, 0.5)", f)
+		}
+		c.driftFactor = f
+		return nil
+	}
+}
+
+// WithNodeTimeout bounds how long one operation waits for one node (d > 0). A node that has
+// not answered by then counts as failed for that operation, even when its go-redis client
+// ignores context deadlines. Default [DefaultNodeTimeout].
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalidf("node timeout %v must be positive", d)
+		}
+		c.nodeTimeout = d
+		return nil
+	}
+}
+
+// WithRetryLimit sets the number of attempts [Client.Acquire] makes (n ≥ 0); 0 means no limit,
+// Acquire then stops only when it acquires or its context ends. Default [DefaultRetryLimit].
+func WithRetryLimit(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return invalidf("retry limit %d is negative", n)
+		}
+		c.retryLimit = n
+		return nil
+	}
+}
+
+// WithRetryDelay sets the mean pause between two [Client.Acquire] attempts (d > 0). Each pause
+// is drawn uniformly from [d/2, 3d/2), so that competing clients fall out of step instead of
+// splitting the vote again (redis.io Redlock page, "Retry on failure").
+// Default [DefaultRetryDelay].
+func WithRetryDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return invalidf("retry delay %v must be positive", d)
+		}
+		c.retryDelay = d
+		return nil
+	}
+}
+
+// WithAmnesiaTolerance sets f, the number of nodes that may lose their state (a restart
+// without persistence, FLUSHALL, eviction) without breaking mutual exclusion or the
+// uniqueness of fencing tokens. The quorum becomes the smallest Q with 2Q − N ≥ f + 1, so any
+// two quorums share f + 1 nodes and at least one of them kept its state. With N = 5, f = 1
+// gives Q = 4, and two nodes down then means no lock can be acquired. [New] rejects an f that
+// makes Q larger than N. Default [DefaultAmnesiaTolerance] (Q is a majority).
+func WithAmnesiaTolerance(f int) Option {
+	return func(c *config) error {
+		if f < 0 {
+			return invalidf("amnesia tolerance %d is negative", f)
+		}
+		c.amnesiaTolerance = f
+		return nil
+	}
+}
+
+// WithCounterIdleTTL sets how long a fence counter may sit unused before Redis expires it,
+// which keeps memory bounded when locks are taken on millions of distinct keys. 0 means
+// counters never expire. d must be 0 or at least one second, in whole milliseconds.
+// Default [DefaultCounterIdleTTL].
+func WithCounterIdleTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d != 0 && d < time.Second {
+			return invalidf("counter idle TTL %v must be 0 or at least 1s", d)
+		}
+		if d%time.Millisecond != 0 {
+			return invalidf("counter idle TTL %v is not a whole number of milliseconds", d)
+		}
+		c.counterIdleTTL = d
+		return nil
+	}
+}
+
+// WithClock replaces the clock used for validity times, deadlines and counter seeds.
+// Meant for simulations and tests. Default: the system clock (time.Now).
+func WithClock(clk Clock) Option {
+	return func(c *config) error {
+		if clk == nil {
+			return invalidf("clock is nil")
+		}
+		c.clock = clk
+		return nil
+	}
+}
+
+// WithLogger sets the logger for per-node failures (Debug), slow-path raises (Debug) and
+// failed undos (Warn). Default: a logger that discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return invalidf("logger is nil")
+		}
+		c.logger = l
+		return nil
+	}
+}

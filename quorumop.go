@@ -1,0 +1,86 @@
+package redlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-multierror"
+	"github.com/redis/go-redis/v9"
+)
+
+// quorumOp runs a compare-and-act script (release.lua, extend.lua) on every node in
+// parallel. A node agrees when the script returns 1. quorumOp returns nil as soon as a
+// quorum agreed, and a *QuorumError matching ErrNotHeld as soon as a quorum became
+// impossible, a node timeout passed or ctx ended. Nodes that have not answered by then
+// finish in the background, owned by the client. When after is given, the script goes to
+// node i only once after[i] is closed (the lock's acquire call there has returned).
+func (c *Client) quorumOp(ctx context.Context, op, key string, after []chan struct{}, s *redis.Script, keys []string, args ...any) error {
+	n := len(c.nodes)
+	replies := make(chan nodeReply, n)
+	for i := range c.nodes {
+		c.spawn(func() {
+			if after != nil {
+				select {
+				case <-after[i]:
+				case <-ctx.Done():
+					replies <- nodeReply{node: i, err: ctx.Err()}
+					return
+				}
+			}
+			v, err := c.eval(ctx, i, s, keys, args...)
+			replies <- nodeReply{node: i, val: v, err: err}
+		})
+	}
+	timer := time.NewTimer(c.cfg.nodeTimeout)
+	defer timer.Stop()
+	nodeErrs := make([]error, n)
+	answered := make([]bool, n)
+	agreed, refused := 0, 0
+	var cause error
+	for agreed < c.quorum && n-refused >= c.quorum && cause == nil {
+		select {
+		case r := <-replies:
+			answered[r.node] = true
+			switch {
+			case r.err != nil:
+				nodeErrs[r.node] = c.nodeErr(r.node, r.err)
+				c.cfg.logger.Debug("redlock: node failed", "op", op, "key", key, "node", r.node, "err", r.err)
+				refused++
+			case r.val == 1:
+				agreed++
+			default:
+				nodeErrs[r.node] = c.nodeErr(r.node, errNotOurs)
+				refused++
+			}
+		case <-timer.C:
+			cause = errNodeTimeout
+		case <-ctx.Done():
+			cause = ctx.Err()
+		}
+	}
+	if agreed >= c.quorum {
+		return nil
+	}
+	missing := errAbandoned
+	if cause == errNodeTimeout {
+		cause, missing = nil, errNodeTimeout // reported per node
+	}
+	for i, done := range answered {
+		if !done {
+			nodeErrs[i] = c.nodeErr(i, missing)
+		}
+	}
+	return &QuorumError{Op: op, Key: key, Quorum: c.quorum, Agreed: agreed, Total: n,
+		Cause: cause, Nodes: collectNodeErrors(nodeErrs), sentinel: ErrNotHeld}
+}
+
+// collectNodeErrors aggregates the non-nil per-node errors, or returns nil.
+func collectNodeErrors(errs []error) *multierror.Error {
+	var m *multierror.Error
+	for _, e := range errs {
+		if e != nil {
+			m = multierror.Append(m, e)
+		}
+	}
+	return m
+}

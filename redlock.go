@@ -1,0 +1,284 @@
+package redlock
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client acquires locks on a fixed set of independent Redis nodes. It is safe for
+// concurrent use by many goroutines. Create it with [New]; call [Client.Close] when done so
+// that background work (undoing failed acquires, replies from slow nodes) is waited for.
+type Client struct {
+	nodes  []node
+	quorum int
+	cfg    config
+
+	mu     sync.RWMutex // guards closed against bg.Add racing with Close's Wait
+	closed bool
+	bg     sync.WaitGroup // calls in flight and the background work they started
+}
+
+// New returns a Client over the given nodes. Each element must be a distinct, non-nil
+// go-redis client of an independent Redis server (or cluster); two clients with the same
+// address count as the same node. The quorum is a majority of the nodes, raised by
+// [WithAmnesiaTolerance]. New sends no command. It returns an error matching
+// ErrInvalidArgument for no nodes, a nil node, a node given twice, a nil option or an option
+// out of range. The clients stay owned by the caller: Close does not close them.
+func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	ns, err := newNodes(nodes)
+	if err != nil {
+		return nil, err
+	}
+	cfg := defaultConfig()
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, invalidf("option %d is nil", i)
+		}
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	q, err := quorumSize(len(ns), cfg.amnesiaTolerance)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nodes: ns, quorum: q, cfg: cfg}, nil
+}
+
+// Quorum returns how many nodes must agree for an acquire, extend or release to succeed.
+func (c *Client) Quorum() int { return c.quorum }
+
+// Nodes returns the number of nodes.
+func (c *Client) Nodes() int { return len(c.nodes) }
+
+// Close waits for every call in flight and for the background work they started (undoing
+// failed acquires on slow nodes, replies arriving after an outcome was decided), then makes
+// every later call fail with ErrClosed. It does not close the node clients. Close is
+// idempotent and safe to call concurrently with other calls. A node that hangs delays Close
+// until its go-redis client gives up (its read timeout, 3 s by default).
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.bg.Wait()
+	return nil
+}
+
+// begin registers a call; end must follow when it returns.
+func (c *Client) begin() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.bg.Add(1)
+	return nil
+}
+
+func (c *Client) end() { c.bg.Done() }
+
+// spawn runs f in a goroutine owned by the client. Only called between begin and end, or
+// from a goroutine spawned there, so the WaitGroup counter is positive.
+func (c *Client) spawn(f func()) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+}
+
+// lockArgs validates a key and a TTL and returns the TTL in whole milliseconds and the fence
+// counter's key.
+func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, string, error) {
+	fence, err := fenceKey(key)
+	if err != nil {
+		return 0, "", err
+	}
+	ttl, err = checkTTL(ttl, c.cfg.driftFactor)
+	if err != nil {
+		return 0, "", err
+	}
+	return ttl, fence, nil
+}
+
+// TryAcquire makes one attempt to acquire the lock named key for ttl. It sends the acquire
+// script to every node in parallel and returns as soon as the outcome is known: a quorum
+// agreed on a fencing token with positive validity time left, or a quorum became
+// impossible. It never waits for a node longer than the node timeout, even when that
+// node's go-redis client ignores context deadlines.
+//
+// ttl is truncated to whole milliseconds and must leave positive validity after the clock
+// drift allowance ([Drift]), at most [MaxTTL]. The lock's validity deadline is
+// start + ttl − drift, where start is taken before the first command is sent; see
+// [Lock.Until].
+//
+// Errors: ErrInvalidArgument (nothing sent) for an empty key, a key with a reserved prefix or
+// an unusable '}', or a bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
+// elsewhere, too many nodes failed, or the validity ran out; when ctx ends, an error matching
+// both ErrNotAcquired and ctx.Err(). On any failure the acquire is undone on every node,
+// including those that have not answered yet, with a context that ctx's cancellation does
+// not reach, so no key is left behind.
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	ttl, fence, err := c.lockArgs(key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
+	}
+	if err := c.begin(); err != nil {
+		return nil, err
+	}
+	defer c.end()
+	return c.acquire(ctx, key, fence, newHolderID(), ttl)
+}
+
+// Acquire acquires the lock named key for ttl, retrying after a randomised pause (see
+// [WithRetryDelay]) until it succeeds, the retry limit is reached ([WithRetryLimit]; none by
+// default) or ctx ends. Arguments and errors are those of [Client.TryAcquire]; when ctx
+// ends, the error matches ErrNotAcquired, ctx.Err() and, if an attempt was made, the last
+// attempt's *QuorumError.
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	for attempt := 1; ; attempt++ {
+		l, err := c.TryAcquire(ctx, key, ttl)
+		if err == nil || !errors.Is(err, ErrNotAcquired) || ctx.Err() != nil {
+			return l, err
+		}
+		if c.cfg.retryLimit > 0 && attempt >= c.cfg.retryLimit {
+			return nil, err
+		}
+		t := time.NewTimer(jitter(c.cfg.retryDelay))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
+		}
+	}
+}
+
+// jitter draws a pause uniformly from [d/2, 3d/2).
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d)
+}
+
+// newHolderID returns a random 128-bit holder id in hex. crypto/rand never fails (Go 1.24+).
+func newHolderID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Lock is a lock held on a quorum of nodes. It is safe for concurrent use. The lock is yours
+// until [Lock.Until] at the latest; after that, or after a failed [Lock.Extend], another
+// holder may acquire it, and only the fencing token ([Lock.Token]) protects your writes.
+type Lock struct {
+	c     *Client
+	key   string
+	fence string
+	id    string
+	token Token
+	sent  []chan struct{} // per node: closed when the acquire call there returned
+
+	mu       sync.Mutex
+	until    time.Time
+	released bool
+}
+
+// Key returns the lock's key.
+func (l *Lock) Key() string { return l.key }
+
+// Token returns the fencing token of this acquisition. It does not change on Extend.
+func (l *Lock) Token() Token { return l.token }
+
+// Until returns the validity deadline: the lock must not be relied on at or after this
+// instant. It carries a monotonic clock reading (when the Client's clock is the system
+// clock), so compare it with time.Now() or time.Until. A successful Extend moves it.
+func (l *Lock) Until() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.until
+}
+
+// Extend gives the lock a new TTL of ttl from now, on every node in parallel, with a
+// compare-and-pexpire script that never re-creates an expired key and never touches another
+// holder's key. It succeeds only if a quorum confirms while validity time is left
+// (ttl − elapsed − drift > 0), and then moves Until to start + ttl − drift. The token stays.
+//
+// Errors: ErrInvalidArgument for a bad ttl (nothing sent); a *QuorumError matching
+// ErrNotHeld when a quorum did not confirm in time (Until is then unchanged, and the lock
+// expires no later than before on a quorum); ErrNotHeld after a successful Release; when ctx
+// ends, an error matching ErrNotHeld and ctx.Err().
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	ttl, err := checkTTL(ttl, l.c.cfg.driftFactor)
+	if err != nil {
+		return err
+	}
+	if l.isReleased() {
+		return fmt.Errorf("%w: extend %q after release", ErrNotHeld, l.key)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	if err := l.c.begin(); err != nil {
+		return err
+	}
+	defer l.c.end()
+	start := l.c.cfg.clock.Now()
+	err = l.c.quorumOp(ctx, "extend", l.key, l.sent, extendScript, []string{l.key}, l.id, ttl.Milliseconds())
+	if err != nil {
+		return err
+	}
+	now := l.c.cfg.clock.Now()
+	if v := Validity(ttl, start, now, l.c.cfg.driftFactor); v <= 0 {
+		return &QuorumError{Op: "extend", Key: l.key, Quorum: l.c.quorum, Agreed: l.c.quorum,
+			Total: len(l.c.nodes), Cause: errValidityExpired, sentinel: ErrNotHeld}
+	}
+	l.mu.Lock()
+	l.until = start.Add(ttl - Drift(ttl, l.c.cfg.driftFactor))
+	l.mu.Unlock()
+	return nil
+}
+
+// Release deletes the lock's key on every node in parallel with a compare-and-delete script
+// that never touches another holder's key. It returns once a quorum has confirmed the
+// delete; nodes still answering finish in the background ([Client.Close] waits for them).
+// After a successful Release, later calls return nil and send nothing.
+//
+// Errors: a *QuorumError matching ErrNotHeld when fewer than a quorum still held our key
+// (it expired, or nodes failed); keys left anywhere then expire with their TTL. If ctx has
+// already ended, nothing is sent and the error wraps ctx.Err(); a deferred Release should use
+// a context that outlives the caller's, e.g. context.WithoutCancel(ctx).
+func (l *Lock) Release(ctx context.Context) error {
+	if l.isReleased() {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redlock: release %q not sent: %w", l.key, err)
+	}
+	if err := l.c.begin(); err != nil {
+		return err
+	}
+	defer l.c.end()
+	if err := l.c.quorumOp(ctx, "release", l.key, l.sent, releaseScript, []string{l.key}, l.id); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Lock) isReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
+}
