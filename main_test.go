@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"flag"
+	"os"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +15,16 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
+// quickRapidChecks is the number of cases each property test runs by default, to keep the
+// default test run fast. A long run: RAPID_CHECKS=2000 go test -run Property (or
+// -rapid.checks=2000).
+const quickRapidChecks = "25"
+
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLogger{})
+	if os.Getenv("RAPID_CHECKS") == "" {
+		// Command-line flags are parsed later, in m.Run, and still override this.
+		_ = flag.Set("rapid.checks", quickRapidChecks)
+	}
 	goleak.VerifyTestMain(m)
 }

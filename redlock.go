@@ -149,8 +149,14 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	for attempt := 1; ; attempt++ {
 		l, err := c.TryAcquire(ctx, key, ttl)
-		if err == nil || !errors.Is(err, ErrNotAcquired) || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return l, err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			if !errors.Is(err, cerr) {
+				err = fmt.Errorf("%w: %w", err, cerr)
+			}
+			return nil, err
 		}
 		if c.cfg.retryLimit > 0 && attempt >= c.cfg.retryLimit {
 			return nil, err

@@ -654,3 +654,73 @@ func (c *jumpClock) Now() time.Time {
 }
 
 var _ = miniredis.Miniredis{}
+
+// TestAcquireRetriesUntilDeadline: Acquire keeps trying while the key is held and, when its
+// context ends, returns an error matching ErrNotAcquired, the context's error and the last
+// attempt's *QuorumError.
+func TestAcquireRetriesUntilDeadline(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	for _, s := range servers {
+		s.Set(testKey, "someone-else")
+		s.SetTTL(testKey, time.Hour)
+	}
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithRetryDelay(5*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	before := commandCounts(servers)
+	_, err := c.Acquire(ctx, testKey, time.Second)
+	var qe *QuorumError
+	if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &qe) {
+		t.Fatalf("got %v", err)
+	}
+	settle(c)
+	if after := commandCounts(servers); after[0]-before[0] < 5*4 {
+		t.Fatalf("only %d commands (4 per attempt) reached node 0 in 200ms with a 5ms retry delay", after[0]-before[0])
+	}
+	// With a retry limit, Acquire stops after that many attempts.
+	c2 := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithRetryDelay(time.Millisecond), WithRetryLimit(3))
+	before = commandCounts(servers)
+	_, _ = c2.TryAcquire(ctxT(t, 10*time.Second), testKey, time.Second)
+	settle(c2)
+	perAttempt := commandCounts(servers)[1] - before[1] // the script and the commands it runs
+	before = commandCounts(servers)
+	if _, err := c2.Acquire(ctxT(t, 10*time.Second), testKey, time.Second); !errors.Is(err, ErrNotAcquired) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("with a retry limit: %v", err)
+	}
+	settle(c2)
+	if got := (commandCounts(servers)[1] - before[1]) / perAttempt; got != 3 {
+		t.Fatalf("%d attempts with a retry limit of 3", got)
+	}
+}
+
+func TestClosedClient(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	l, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	c.Close()
+	if _, err := c.TryAcquire(ctxT(t, time.Second), testKey, time.Second); !errors.Is(err, ErrClosed) {
+		t.Fatalf("acquire after close: %v", err)
+	}
+	if err := l.Release(ctxT(t, time.Second)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("release after close: %v", err)
+	}
+}
+
+func TestJitter(t *testing.T) {
+	const d = 100 * time.Millisecond
+	lo, hi := d, time.Duration(0)
+	for range 2000 {
+		j := jitter(d)
+		lo, hi = min(lo, j), max(hi, j)
+		if j < d/2 || j >= 3*d/2 {
+			t.Fatalf("jitter %v outside [%v, %v)", j, d/2, 3*d/2)
+		}
+	}
+	if hi-lo < d*9/10 {
+		t.Fatalf("jitter spread %v..%v: not random enough to break lockstep", lo, hi)
+	}
+}

@@ -1,0 +1,86 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/redis/go-redis/v9"
+)
+
+// Benchmarks on real redis-server processes (skipped without redis-server):
+//
+//	go test -run '^$' -bench . -benchmem
+//
+// BenchmarkTryAcquireRelease/nodes=N is one TryAcquire plus one Release on N nodes;
+// BenchmarkFloorSingleNode is the least a lock can cost: SET NX PX and a compare-and-delete
+// script on one node with go-redis, no quorum, no token. Compare ratios from one run: the
+// machine is shared and noisy.
+
+func BenchmarkTryAcquireRelease(b *testing.B) {
+	for _, n := range []int{1, 5} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			cluster := redisproc.StartT(b, n, redisproc.Config{})
+			benchLockLoop(b, cluster.ClientsT(b))
+		})
+	}
+	b.Run("nodes=5,one-hung", func(b *testing.B) {
+		cluster := redisproc.StartT(b, 5, redisproc.Config{})
+		clients := cluster.ClientsT(b)
+		if err := cluster.Nodes()[4].Pause(); err != nil {
+			b.Fatal(err)
+		}
+		benchLockLoop(b, clients)
+		if err := cluster.Nodes()[4].Resume(); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+func benchLockLoop(b *testing.B, clients []redis.UniversalClient) {
+	c, err := New(clients, WithNodeTimeout(time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("bench:%d", i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		l, err := c.TryAcquire(ctx, keys[i%len(keys)], 10*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkFloorSingleNode(b *testing.B) {
+	cluster := redisproc.StartT(b, 1, redisproc.Config{})
+	rc := cluster.ClientsT(b)[0]
+	ctx := context.Background()
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("floor:%d", i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		key := keys[i%len(keys)]
+		ok, err := rc.SetNX(ctx, key, "holder", 10*time.Second).Result()
+		if err != nil || !ok {
+			b.Fatal(ok, err)
+		}
+		if err := releaseScript.Run(ctx, rc, []string{key}, "holder").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

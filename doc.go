@@ -1,0 +1,36 @@
+// Package redlock is a distributed lock over N independent Redis nodes (the Redlock
+// algorithm of the redis.io Redlock page) that hands out fencing tokens.
+//
+// # What it guarantees, and what it does not
+//
+// A lock is granted when a quorum of nodes (a majority by default) took it and validity
+// time is left after subtracting the time the acquire took and an allowance for clock drift
+// ([Validity], [Drift]). While every node keeps its state, its clock runs at about the right
+// rate and the holder does not pause, at most one holder has a valid lock at a time.
+//
+// Those conditions can fail: a process pause (garbage collection, SIGSTOP, a VM migration),
+// a network delay, a clock jump on a node or a node restart without persistence can leave two
+// holders each believing they hold the lock (Kleppmann, "How to do distributed locking",
+// 2016). A lock alone therefore does not protect data. Every successful acquire also mints
+// a fencing [Token], unique per acquisition and increasing across acquisitions that did not
+// overlap, even when the lock's mutual exclusion was broken. The store that receives the
+// holder's writes must reject a write whose token is lower than one it has already seen,
+// checking and writing atomically. That is what keeps data correct; see docs/design.md for
+// the protocol, the proof and its assumptions.
+//
+// # Entry points
+//
+//   - [New] builds a [Client] over go-redis clients, one per node, with [Option] values such
+//     as [WithNodeTimeout], [WithDriftFactor], [WithRetryLimit], [WithRetryDelay] and
+//     [WithAmnesiaTolerance].
+//   - [Client.TryAcquire] makes one attempt; [Client.Acquire] retries until it succeeds or
+//     its context ends. Both return a [*Lock].
+//   - [Lock.Token] is the fencing token, [Lock.Until] the validity deadline, [Lock.Extend]
+//     renews, [Lock.Release] releases.
+//   - Errors: [ErrNotAcquired], [ErrNotHeld], [ErrInvalidArgument], [ErrClosed], with detail in
+//     [*QuorumError] and [*NodeError].
+//
+// Every call that does I/O takes a context first. Calls never wait for a node longer than
+// the node timeout, even when that node's go-redis client ignores context deadlines (the
+// default: go-redis honours them on reads only with ContextTimeoutEnabled).
+package redlock

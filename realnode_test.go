@@ -1,0 +1,305 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/redis/go-redis/v9"
+)
+
+// These tests run against real redis-server processes started by internal/redisproc on
+// free loopback ports. They skip when redis-server is missing, unless REDLOCK_REQUIRE_REDIS=1
+// (set by .ci/run), which turns the skip into a failure.
+
+// TestRealContention: 8 goroutines × 200 acquisitions of one key on 5 real nodes. A shared
+// counter is incremented under the lock with a separate load and store, so any overlap of
+// two holders would lose an update; the holding order must see strictly increasing tokens.
+func TestRealContention(t *testing.T) {
+	const workers, rounds = 8, 200
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	c := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(time.Second), WithRetryDelay(time.Millisecond))
+	ctx := ctxT(t, 3*time.Minute)
+
+	var (
+		inside   atomic.Int32
+		overlaps atomic.Int32
+		counter  atomic.Int64
+		mu       sync.Mutex
+		order    []Token
+		wg       sync.WaitGroup
+		errs     = make(chan error, workers)
+	)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				l, err := c.Acquire(ctx, "real:contention", 10*time.Second)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !inside.CompareAndSwap(0, 1) {
+					overlaps.Add(1)
+				}
+				mu.Lock()
+				order = append(order, l.Token())
+				mu.Unlock()
+				v := counter.Load()
+				counter.Store(v + 1)
+				inside.Store(0)
+				if err := l.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping holders", n)
+	}
+	if got := counter.Load(); got != workers*rounds {
+		t.Fatalf("counter %d, want %d: an update was lost", got, workers*rounds)
+	}
+	for i := 1; i < len(order); i++ {
+		if order[i] <= order[i-1] {
+			t.Fatalf("holding %d got token %d after %d", i, order[i], order[i-1])
+		}
+	}
+}
+
+// latencies runs rounds of TryAcquire+Release and returns the acquire and release latencies.
+func latencies(tb testing.TB, c *Client, key string, rounds int) (acq, rel []time.Duration) {
+	tb.Helper()
+	ctx := ctxT(tb, time.Minute)
+	for i := range rounds {
+		start := time.Now()
+		l, err := c.TryAcquire(ctx, fmt.Sprintf("%s:%d", key, i), 10*time.Second)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		mid := time.Now()
+		if err := l.Release(ctx); err != nil {
+			tb.Fatal(err)
+		}
+		acq = append(acq, mid.Sub(start))
+		rel = append(rel, time.Since(mid))
+	}
+	return acq, rel
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[int(p*float64(len(s)-1))]
+}
+
+// TestRealHungNode stops one of five real nodes with SIGSTOP. The go-redis clients use
+// default options, so a call to that node blocks for the 3 s read timeout whatever its
+// context says. Acquire and release must still finish at quorum speed: the node timeout is
+// set to 2 s, so any wait for the hung node would show as seconds.
+func TestRealHungNode(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	clients := cluster.ClientsT(t)
+	c, err := New(clients, WithNodeTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthyAcq, healthyRel := latencies(t, c, "real:healthy", 50)
+	if err := cluster.Nodes()[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	hungAcq, hungRel := latencies(t, c, "real:hung", 50)
+	t.Logf("acquire p50 healthy %v, one node hung %v; release p50 %v, %v; p99 acquire %v, %v",
+		percentile(healthyAcq, 0.5), percentile(hungAcq, 0.5), percentile(healthyRel, 0.5),
+		percentile(hungRel, 0.5), percentile(healthyAcq, 0.99), percentile(hungAcq, 0.99))
+	for name, d := range map[string][]time.Duration{"acquire": hungAcq, "release": hungRel} {
+		if p := percentile(d, 1); p > 500*time.Millisecond {
+			t.Errorf("%s with one hung node took up to %v: it waited for the hung node", name, p)
+		}
+	}
+	if err := cluster.Nodes()[2].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// TestRealKilledNode: with one node killed, locks are still granted; after a restart the
+// node takes part again, its script cache empty (NOSCRIPT, then the EVAL fallback).
+func TestRealKilledNode(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{Persist: true})
+	clients := cluster.ClientsT(t)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t, time.Minute)
+	if _, _ = latencies(t, c, "real:warm", 3); false {
+	}
+	victim := cluster.Nodes()[1]
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var last Token
+	for i := range 20 {
+		l, err := c.TryAcquire(ctx, "real:killed", 10*time.Second)
+		if err != nil {
+			t.Fatalf("round %d with a node killed: %v", i, err)
+		}
+		if l.Token() <= last {
+			t.Fatalf("token %d after %d", l.Token(), last)
+		}
+		last = l.Token()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := victim.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.TryAcquire(ctx, "real:killed", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	if got := clients[1].Get(ctx, "real:killed").Val(); got != l.id {
+		t.Fatalf("restarted node holds %q, want our id: the EVAL fallback did not run", got)
+	}
+	if l.Token() <= last {
+		t.Fatalf("token %d after restart, not above %d", l.Token(), last)
+	}
+}
+
+// TestRealScripts pins each script's SHA: what a real server computes when loading it must
+// equal the hash go-redis sends with EVALSHA.
+func TestRealScripts(t *testing.T) {
+	cluster := redisproc.StartT(t, 1, redisproc.Config{})
+	rc := cluster.ClientsT(t)[0]
+	ctx := ctxT(t, 10*time.Second)
+	for name, s := range map[string]*redis.Script{"acquire": acquireScript, "raise": raiseScript,
+		"release": releaseScript, "extend": extendScript} {
+		sha, err := s.Load(ctx, rc).Result()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if sha != s.Hash() {
+			t.Fatalf("%s: server SHA %s, embedded %s", name, sha, s.Hash())
+		}
+	}
+}
+
+// TestRealFenceKeySlot asks a cluster-enabled redis-server for the hash slot of lock keys
+// and of their fence counters: they must be equal, or the scripts would fail on a node that
+// is itself a Redis Cluster (CROSSSLOT).
+func TestRealFenceKeySlot(t *testing.T) {
+	cluster := redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: []string{"--cluster-enabled", "yes"}})
+	rc := cluster.ClientsT(t)[0]
+	ctx := ctxT(t, 10*time.Second)
+	keys := []string{"orders:42", "{user1}:lock", "a{b", "a{b}c{d}", "}a{b}", "{{x}}", "payout:é:日本", ""}
+	for i := range 200 {
+		keys = append(keys, fmt.Sprintf("k%d:%x", i, i*7919))
+	}
+	for _, key := range keys {
+		if key == "" {
+			continue
+		}
+		fence, err := fenceKey(key)
+		if err != nil {
+			t.Fatalf("%q: %v", key, err)
+		}
+		a, err := rc.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := rc.ClusterKeySlot(ctx, fence).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a != b {
+			t.Fatalf("key %q in slot %d, its counter %q in slot %d", key, a, fence, b)
+		}
+	}
+}
+
+// TestRealExpiry: keys expire on real nodes with their TTL. A holder that does not release
+// loses the lock; the next holder gets a larger token; the stale Release and Extend return
+// ErrNotHeld and leave the new holder's key alone.
+func TestRealExpiry(t *testing.T) {
+	cluster := redisproc.StartT(t, 3, redisproc.Config{})
+	clients := cluster.ClientsT(t)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithRetryDelay(10*time.Millisecond))
+	ctx := ctxT(t, time.Minute)
+	a, err := c.TryAcquire(ctx, "real:expiry", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, "real:expiry", time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("second acquire while held: %v", err)
+	}
+	b, err := c.Acquire(ctx, "real:expiry", 10*time.Second) // succeeds once a's keys expired
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Now().Before(a.Until()) {
+		t.Fatal("a second holder got in before the first one's validity ended")
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("token %d not above %d", b.Token(), a.Token())
+	}
+	if err := a.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("stale release: %v", err)
+	}
+	if err := a.Extend(ctx, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("stale extend: %v", err)
+	}
+	settle(c)
+	for i, rc := range clients {
+		if got := rc.Get(ctx, "real:expiry").Val(); got != b.id {
+			t.Fatalf("node %d: new holder's key became %q", i, got)
+		}
+		if ttl := rc.PTTL(ctx, "real:expiry").Val(); ttl < 9*time.Second {
+			t.Fatalf("node %d: new holder's TTL cut to %v", i, ttl)
+		}
+	}
+}
+
+// TestRealAmnesiaTokensStillIncrease restarts every node without persistence, so every
+// counter is lost. The clock-seeded counters still issue a token above all earlier ones.
+func TestRealAmnesiaTokensStillIncrease(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	c := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t, time.Minute)
+	var last Token
+	for round := range 3 {
+		for range 5 {
+			l, err := c.TryAcquire(ctx, "real:amnesia", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Token() <= last {
+				t.Fatalf("round %d: token %d not above %d", round, l.Token(), last)
+			}
+			last = l.Token()
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		settle(c)
+		for _, n := range cluster.Nodes() {
+			if err := n.RestartEmpty(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+var _ = context.Background
