@@ -68,7 +68,7 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 		}
 		if v == won {
 			if Validity(ttl, start, now, c.cfg.driftFactor) > 0 {
-				return &Lock{c: c, key: key, fence: fence, id: id, token: Token(token), until: validityEnd, sent: sent}, nil
+				return &Lock{c: c, key: key, fence: fence, id: id, ttl: ttl, token: Token(token), until: validityEnd, sent: sent}, nil
 			}
 			cause = errValidityExpired
 			break

@@ -20,6 +20,11 @@ var (
 	// wrapped in a *QuorumError, or on its own for a lock already released by this handle.
 	ErrNotHeld = errors.New("redlock: lock not held")
 
+	// ErrLockLost means [Client.Do] could not confirm a renewal of its lock in time and
+	// cancelled the function's context before the lock's validity deadline. It is the cause
+	// of that cancellation (context.Cause) and is wrapped in Do's error.
+	ErrLockLost = errors.New("redlock: lock lost")
+
 	// ErrInvalidArgument means a call or an option was given a value it cannot use. Nothing
 	// was sent to any node. The message names the argument.
 	ErrInvalidArgument = errors.New("redlock: invalid argument")

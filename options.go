@@ -28,6 +28,13 @@ const (
 	// Redis may expire it. A counter that comes back is seeded from the clock, above every
 	// token issued before (docs/design.md).
 	DefaultCounterIdleTTL = 7 * 24 * time.Hour
+	// DefaultRenewFraction is the share of the TTL between two renewals in [Client.Do]: a
+	// lock of 30 s is extended every 10 s.
+	DefaultRenewFraction = 1.0 / 3
+	// DefaultCancelMargin is the share of the TTL by which [Client.Do] cancels the function's
+	// context before the validity deadline when no renewal was confirmed: with a 30 s TTL,
+	// 3 s before Until.
+	DefaultCancelMargin = 0.1
 	// MaxTTL is the longest TTL a lock may have. A lock meant to outlive a year is a
 	// configuration error, and operators must be able to wait out the longest TTL before
 	// restarting a node without persistence (the delayed restart of docs/design.md).
@@ -56,6 +63,8 @@ type config struct {
 	retryDelay       time.Duration
 	amnesiaTolerance int
 	counterIdleTTL   time.Duration
+	renewFraction    float64
+	cancelMargin     float64
 	clock            Clock
 	logger           *slog.Logger
 }
@@ -68,6 +77,8 @@ func defaultConfig() config {
 		retryDelay:       DefaultRetryDelay,
 		amnesiaTolerance: DefaultAmnesiaTolerance,
 		counterIdleTTL:   DefaultCounterIdleTTL,
+		renewFraction:    DefaultRenewFraction,
+		cancelMargin:     DefaultCancelMargin,
 		clock:            systemClock{},
 		logger:           slog.New(slog.DiscardHandler),
 	}
@@ -153,6 +164,34 @@ func WithCounterIdleTTL(d time.Duration) Option {
 			return invalidf("counter idle TTL %v is not a whole number of milliseconds", d)
 		}
 		c.counterIdleTTL = d
+		return nil
+	}
+}
+
+// WithRenewFraction sets how often [Client.Do] extends its lock, as a share f of the TTL
+// (0 < f < 1): renewals start f × ttl after the acquire and repeat f × ttl after each
+// confirmed extend. [New] also requires f + the cancel margin < 1, so that a renewal is tried
+// before the function could be cancelled. Default [DefaultRenewFraction].
+func WithRenewFraction(f float64) Option {
+	return func(c *config) error {
+		if !(f > 0 && f < 1) {
+			return invalidf("renew fraction %v is outside (0, 1)", f)
+		}
+		c.renewFraction = f
+		return nil
+	}
+}
+
+// WithCancelMargin sets how long before the validity deadline [Client.Do] cancels the
+// function's context when renewal could not be confirmed, as a share m of the TTL
+// (0 < m < 1): the function is told at Until − m × ttl, leaving it m × ttl to stop before
+// the lock can pass to someone else. Default [DefaultCancelMargin].
+func WithCancelMargin(m float64) Option {
+	return func(c *config) error {
+		if !(m > 0 && m < 1) {
+			return invalidf("cancel margin %v is outside (0, 1)", m)
+		}
+		c.cancelMargin = m
 		return nil
 	}
 }

@@ -46,6 +46,9 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	if cfg.renewFraction+cfg.cancelMargin >= 1 {
+		return nil, invalidf("renew fraction %v plus cancel margin %v must be below 1", cfg.renewFraction, cfg.cancelMargin)
+	}
 	q, err := quorumSize(len(ns), cfg.amnesiaTolerance)
 	if err != nil {
 		return nil, err
@@ -191,6 +194,7 @@ type Lock struct {
 	key   string
 	fence string
 	id    string
+	ttl   time.Duration // the TTL of the acquire, renewed by Do
 	token Token
 	sent  []chan struct{} // per node: closed when the acquire call there returned
 

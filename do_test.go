@@ -1,0 +1,213 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisproc"
+)
+
+func TestDoRejectsBadInput(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	before := commandCounts(servers)
+	called := false
+	fn := func(context.Context, *Lock) error { called = true; return nil }
+	if err := c.Do(ctxT(t, time.Second), testKey, time.Second, nil); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("nil fn: %v", err)
+	}
+	if err := c.Do(ctxT(t, time.Second), "", time.Second, fn); !errors.Is(err, ErrInvalidArgument) || called {
+		t.Fatalf("empty key: %v (fn called: %v)", err, called)
+	}
+	if _, err := New(clients, WithRenewFraction(0.5), WithCancelMargin(0.5)); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("renew fraction + margin ≥ 1: %v", err)
+	}
+	for _, o := range []Option{WithRenewFraction(0), WithRenewFraction(1), WithCancelMargin(0), WithCancelMargin(1.5)} {
+		if _, err := New(clients, o); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("option out of range accepted: %v", err)
+		}
+	}
+	if fmtCounts := commandCounts(servers); fmtCounts[0] != before[0] {
+		t.Fatal("bad input sent commands")
+	}
+}
+
+func TestDoReturnsFnErrorAndReleases(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	boom := errors.New("boom")
+	var token Token
+	err := c.Do(ctxT(t, 5*time.Second), testKey, time.Minute, func(ctx context.Context, l *Lock) error {
+		token = l.Token()
+		if !servers[0].Exists(testKey) {
+			t.Error("key not held while fn runs")
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) || errors.Is(err, ErrLockLost) {
+		t.Fatalf("Do = %v, want fn's error alone", err)
+	}
+	settle(c)
+	for i, s := range servers {
+		if s.Exists(testKey) {
+			t.Fatalf("node %d: key left after Do", i)
+		}
+	}
+	if token == 0 {
+		t.Fatal("fn got no token")
+	}
+}
+
+func TestDoReleasesOnPanic(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("recovered %v, want the panic to continue", p)
+			}
+		}()
+		_ = c.Do(ctxT(t, 5*time.Second), testKey, time.Minute, func(context.Context, *Lock) error {
+			panic("boom")
+		})
+	}()
+	settle(c)
+	for i, s := range servers {
+		if s.Exists(testKey) {
+			t.Fatalf("node %d: key left after a panic in fn", i)
+		}
+	}
+}
+
+// TestDoRenewsOnRealNodes runs fn for many TTLs on real nodes, where keys expire in real
+// time. Another client must fail to acquire the key the whole time; right after Do returns
+// it succeeds.
+func TestDoRenewsOnRealNodes(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	clients := cluster.ClientsT(t)
+	c := newTestClient(t, clients, WithNodeTimeout(time.Second))
+	other := newTestClient(t, clients, WithNodeTimeout(time.Second))
+	const ttl = 200 * time.Millisecond
+	ctx := ctxT(t, time.Minute)
+	var tries int
+	err := c.Do(ctx, "do:renew", ttl, func(ctx context.Context, l *Lock) error {
+		end := time.Now().Add(10 * ttl)
+		for time.Now().Before(end) {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if _, err := other.TryAcquire(ctx, "do:renew", time.Second); !errors.Is(err, ErrNotAcquired) {
+				t.Errorf("another client acquired a renewed lock: %v", err)
+				return nil
+			}
+			tries++
+			time.Sleep(ttl / 10) // the workload: checking while holding
+		}
+		if time.Now().After(l.Until()) {
+			t.Error("Until not moved forward by the renewals")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tries < 10 {
+		t.Fatalf("only %d checks", tries)
+	}
+	l, err := other.TryAcquire(ctx, "do:renew", time.Second)
+	if err != nil {
+		t.Fatalf("after Do returned: %v", err)
+	}
+	_ = l.Release(ctx)
+}
+
+// TestDoCancelsBeforeExpiry stops three of five real nodes (SIGSTOP) while fn runs. fn's
+// context must be cancelled with a cause wrapping ErrLockLost before the last confirmed
+// validity deadline, and Do must return ErrLockLost joined with fn's error.
+func TestDoCancelsBeforeExpiry(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	clients := cluster.ClientsT(t)
+	c, err := New(clients, WithNodeTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 600 * time.Millisecond
+	fnErr := errors.New("stopped early")
+	var cancelledAt, until time.Time
+	var cause error
+	err = c.Do(ctxT(t, time.Minute), "do:lost", ttl, func(ctx context.Context, l *Lock) error {
+		for _, n := range cluster.Nodes()[:3] {
+			if err := n.Pause(); err != nil {
+				t.Error(err)
+			}
+		}
+		<-ctx.Done()
+		cancelledAt = time.Now()
+		until = l.Until()
+		cause = context.Cause(ctx)
+		return fnErr
+	})
+	if !errors.Is(err, ErrLockLost) || !errors.Is(err, fnErr) {
+		t.Fatalf("Do = %v, want ErrLockLost joined with fn's error", err)
+	}
+	if !errors.Is(cause, ErrLockLost) {
+		t.Fatalf("cancellation cause %v, want ErrLockLost", cause)
+	}
+	if !cancelledAt.Before(until) {
+		t.Fatalf("fn was told %v after the validity deadline", cancelledAt.Sub(until))
+	}
+	t.Logf("fn told %v before the validity deadline (margin %v)", until.Sub(cancelledAt), time.Duration(float64(ttl)*DefaultCancelMargin))
+	for _, n := range cluster.Nodes()[:3] {
+		if err := n.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+}
+
+// TestDoToleratesMinorityFlaps pauses and resumes a minority (nodes 3 and 4, alone or
+// together) of five real nodes while fn runs for many TTLs, sometimes longer than the TTL so
+// that their keys expire: the lock stays held on the majority and fn is never cancelled.
+// (A key that expired on a node stays gone: extend never re-creates it. So a minority that
+// moves around the nodes would eventually take the lock down, as the algorithm demands.)
+func TestDoToleratesMinorityFlaps(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	c, err := New(cluster.ClientsT(t), WithNodeTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 300 * time.Millisecond
+	var flaps atomic.Int32
+	err = c.Do(ctxT(t, time.Minute), "do:flaps", ttl, func(ctx context.Context, l *Lock) error {
+		for round := range 8 {
+			victims := [][]*redisproc.Node{cluster.Nodes()[3:5], cluster.Nodes()[3:4], cluster.Nodes()[4:5]}[round%3]
+			for _, n := range victims {
+				if err := n.Pause(); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(ttl / 2 * time.Duration(1+round%3)): // down across one or more renewals
+			}
+			for _, n := range victims {
+				if err := n.Resume(); err != nil {
+					return err
+				}
+			}
+			flaps.Add(1)
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		t.Fatalf("Do with minority flaps: %v", err)
+	}
+	if flaps.Load() != 8 {
+		t.Fatalf("%d flaps", flaps.Load())
+	}
+	c.Close()
+}
