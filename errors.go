@@ -25,6 +25,11 @@ var (
 	// of that cancellation (context.Cause) and is wrapped in Do's error.
 	ErrLockLost = errors.New("redlock: lock lost")
 
+	// ErrStaleToken means a fenced store refused a write because it has already admitted a
+	// write with a higher fencing token for the same resource: the writer's lock expired and
+	// another holder has written since. It comes back wrapped in a *StaleTokenError.
+	ErrStaleToken = errors.New("redlock: stale fencing token")
+
 	// ErrInvalidArgument means a call or an option was given a value it cannot use. Nothing
 	// was sent to any node. The message names the argument.
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
@@ -126,3 +131,22 @@ func (e *QuorumError) Unwrap() []error {
 
 // ErrClosed is returned by calls made after [Client.Close].
 var ErrClosed = errors.New("redlock: client closed")
+
+// StaleTokenError reports a fenced write refused because its token is below the highest
+// token the store has admitted for that resource. errors.Is(err, ErrStaleToken) holds.
+type StaleTokenError struct {
+	Resource string // the store's resource (a Redis key, a table row)
+	Got      Token  // the token the write carried
+	Highest  Token  // the highest token admitted before; 0 when the store cannot tell
+}
+
+// Error implements error.
+func (e *StaleTokenError) Error() string {
+	if e.Highest == 0 {
+		return fmt.Sprintf("redlock: stale fencing token for %q: %d is below the highest admitted", e.Resource, e.Got)
+	}
+	return fmt.Sprintf("redlock: stale fencing token for %q: %d < %d", e.Resource, e.Got, e.Highest)
+}
+
+// Is reports whether target is ErrStaleToken.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
