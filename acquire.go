@@ -26,7 +26,7 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 	// Buffered for one acquire and one raise reply per node, so that no sender ever blocks
 	// after the outcome is decided.
 	replies := make(chan nodeReply, 2*n)
-	args := []any{id, ttl.Milliseconds(), counterSeed(start), c.cfg.counterIdleTTL.Milliseconds()}
+	args := []any{id, ttl.Milliseconds(), counterSeed(start), c.counterIdleMillis(ttl)}
 	// sent[i] is closed once node i's acquire call has returned. The lock's later extend and
 	// release wait for it on that node alone, so they can never overtake a slow SET there.
 	sent := make([]chan struct{}, n)
@@ -52,7 +52,7 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 		c.cfg.logger.Debug("redlock: raising fence counter", "key", key, "node", i,
 			"from", tally.counter[i], "to", target)
 		c.spawn(func() {
-			v, err := c.eval(ctx, i, raiseScript, keys, id, target, c.cfg.counterIdleTTL.Milliseconds())
+			v, err := c.eval(ctx, i, raiseScript, keys, id, target, c.counterIdleMillis(ttl))
 			replies <- nodeReply{node: i, raise: true, val: v, err: err}
 		})
 	}
@@ -198,4 +198,14 @@ func (c *Client) undoAcquire(ctx context.Context, key, id string, replies <-chan
 			}
 		}
 	})
+}
+
+// counterIdleMillis is the idle TTL given to a fence counter, in milliseconds: the configured
+// idle TTL, but never shorter than the lock's own TTL, so a counter cannot expire while a
+// lock that has just used it may still be held. 0 means no expiry.
+func (c *Client) counterIdleMillis(ttl time.Duration) int64 {
+	if c.cfg.counterIdleTTL == 0 {
+		return 0
+	}
+	return max(c.cfg.counterIdleTTL, ttl).Milliseconds()
 }

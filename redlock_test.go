@@ -600,6 +600,19 @@ func TestCounterSeedAndIdleTTL(t *testing.T) {
 	if l2.Token() <= l.Token() || l2.Token() != Token(clk.now.UnixMicro()) {
 		t.Fatalf("token after counter expiry %d, want the new seed %d above %d", l2.Token(), clk.now.UnixMicro(), l.Token())
 	}
+	// A lock longer than the idle TTL stretches its counter's TTL to its own.
+	l3, err := c.TryAcquire(ctx, "long", 3*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	for i, s := range servers {
+		fk, _ := fenceKey("long")
+		if ttl := s.TTL(fk); ttl != 3*time.Hour {
+			t.Fatalf("node %d: counter TTL %v under a 3h lock with a 1h idle TTL", i, ttl)
+		}
+	}
+	_ = l3.Release(ctx)
 	// With an idle TTL of 0 the counter never expires.
 	c0 := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithCounterIdleTTL(0))
 	if _, err := c0.TryAcquire(ctx, "other", 10*time.Second); err != nil {

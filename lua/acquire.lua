@@ -14,17 +14,19 @@
 -- key is already there and the counter is returned unchanged (nobody else can move it
 -- while our key is present).
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('GET', KEYS[1]) == ARGV[1] then
-    local mine = redis.call('GET', KEYS[2])
-    if mine then
-      return tonumber(mine)
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    local left = redis.call('PTTL', KEYS[1])
+    if left < 0 then
+      left = 0
     end
+    return -left
   end
-  local left = redis.call('PTTL', KEYS[1])
-  if left < 0 then
-    left = 0
+  -- A resend of our own acquire: our key is already here.
+  local mine = redis.call('GET', KEYS[2])
+  if mine then
+    return tonumber(mine)
   end
-  return -left
+  -- Our key is here but the counter is gone (evicted): mint as for a new counter.
 end
 local token
 if redis.call('EXISTS', KEYS[2]) == 1 then
