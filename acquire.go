@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -30,10 +31,12 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 	// sent[i] is closed once node i's acquire call has returned. The lock's later extend and
 	// release wait for it on that node alone, so they can never overtake a slow SET there.
 	sent := make([]chan struct{}, n)
+	calls := c.newBatch(ctx)
 	for i := range c.nodes {
 		sent[i] = make(chan struct{})
 		c.spawn(func() {
-			v, err := c.eval(ctx, i, acquireScript, keys, args...)
+			v, err := c.run(calls.ctx, i, acquireScript, keys, args...)
+			calls.done()
 			close(sent[i])
 			replies <- nodeReply{node: i, val: v, err: err}
 		})
@@ -115,7 +118,7 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 		}
 	}
 	err.Nodes = collectNodeErrors(nodeErrs)
-	c.undoAcquire(ctx, key, id, replies, answered, held)
+	c.undoAcquire(ctx, key, id, ttl, replies, answered, held)
 	return nil, err
 }
 
@@ -163,11 +166,17 @@ func (c *Client) applyAcquireReply(t *acquireTally, r nodeReply, nodeErrs []erro
 // undoAcquire releases our key on every node that may hold it, in the background, with a
 // context that the caller's cancellation does not reach. A node whose acquire reply has not
 // arrived is released only after it arrives, so the release cannot overtake the SET.
-func (c *Client) undoAcquire(ctx context.Context, key, id string, replies <-chan nodeReply, answered, held []bool) {
-	undoCtx := context.WithoutCancel(ctx)
+func (c *Client) undoAcquire(ctx context.Context, key, id string, ttl time.Duration, replies <-chan nodeReply, answered, held []bool) {
+	// The undo runs in the background, so it can afford to wait longer than the node timeout
+	// (a busy node that answers late still gets its key removed), but never past the TTL,
+	// after which the key is gone anyway.
+	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, max(4*c.cfg.nodeTimeout, time.Second)))
+	pending := &sync.WaitGroup{}
 	release := func(i int) {
+		pending.Add(1)
 		c.spawn(func() {
-			if _, err := c.eval(undoCtx, i, releaseScript, []string{key}, id); err != nil {
+			defer pending.Done()
+			if _, err := c.run(undoCtx, i, releaseScript, []string{key}, id); err != nil {
 				c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
 					"key", key, "node", i, "err", err)
 			}
@@ -182,9 +191,6 @@ func (c *Client) undoAcquire(ctx context.Context, key, id string, replies <-chan
 			release(i)
 		}
 	}
-	if waiting == 0 {
-		return
-	}
 	c.spawn(func() {
 		for waiting > 0 {
 			r := <-replies
@@ -197,6 +203,8 @@ func (c *Client) undoAcquire(ctx context.Context, key, id string, replies <-chan
 				release(r.node)
 			}
 		}
+		pending.Wait()
+		cancel()
 	})
 }
 

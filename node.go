@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"sync/atomic"
 	"reflect"
 	"sort"
 	"strings"
@@ -73,7 +74,35 @@ func newNodes(clients []redis.UniversalClient) ([]node, error) {
 func (c *Client) eval(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.nodeTimeout)
 	defer cancel()
+	return c.run(ctx, i, s, keys, args...)
+}
+
+// run runs a script on node i with the caller's context as it is.
+func (c *Client) run(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) (int64, error) {
 	return s.Run(ctx, c.nodes[i].client, keys, args...).Int64()
+}
+
+// batch is one context with the node timeout shared by the calls of one fan-out, all sent
+// at the same moment: one timer instead of one per node. Its timer is released when the
+// last call is done.
+type batch struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	left   atomic.Int32
+}
+
+func (c *Client) newBatch(parent context.Context) *batch {
+	b := &batch{}
+	b.ctx, b.cancel = context.WithTimeout(parent, c.cfg.nodeTimeout)
+	b.left.Store(int32(len(c.nodes)))
+	return b
+}
+
+// done marks one call finished.
+func (b *batch) done() {
+	if b.left.Add(-1) == 0 {
+		b.cancel()
+	}
 }
 
 // nodeErr wraps a per-node failure.

@@ -12,22 +12,28 @@ import (
 // parallel. A node agrees when the script returns 1. quorumOp returns nil as soon as a
 // quorum agreed, and a *QuorumError matching ErrNotHeld as soon as a quorum became
 // impossible, a node timeout passed or ctx ended. Nodes that have not answered by then
-// finish in the background, owned by the client, and are not cut short by ctx. When after
-// is given, the script goes to node i only once after[i] is closed (the lock's acquire call
-// there has returned).
+// finish in the background, owned by the client, and are not cut short by ctx. The script
+// goes to node i only once after[i] is closed (the lock's acquire call there has returned),
+// so it cannot overtake that call; after has one channel per node.
 func (c *Client) quorumOp(ctx context.Context, op, key string, after []chan struct{}, s *redis.Script, keys []string, args ...any) error {
 	n := len(c.nodes)
 	replies := make(chan nodeReply, n)
 	// The calls themselves outlive ctx: once sent, a release or extend should reach every
 	// node even if the caller stops waiting (returns at quorum, or its context ends). Each is
 	// still bounded by the node timeout.
-	callCtx := context.WithoutCancel(ctx)
+	calls := c.newBatch(context.WithoutCancel(ctx))
 	for i := range c.nodes {
 		c.spawn(func() {
-			if after != nil {
-				<-after[i] // the acquire call on this node has returned
+			var v int64
+			var err error
+			select {
+			case <-after[i]: // closed: the lock's acquire call on this node has returned
+				v, err = c.run(calls.ctx, i, s, keys, args...)
+			default:
+				<-after[i] // a slow acquire there: wait for it, then take a full node timeout
+				v, err = c.eval(context.WithoutCancel(ctx), i, s, keys, args...)
 			}
-			v, err := c.eval(callCtx, i, s, keys, args...)
+			calls.done()
 			replies <- nodeReply{node: i, val: v, err: err}
 		})
 	}
