@@ -190,7 +190,7 @@ func TestRealScripts(t *testing.T) {
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 10*time.Second)
 	for name, s := range map[string]*redis.Script{"acquire": acquireScript, "raise": raiseScript,
-		"release": releaseScript, "extend": extendScript} {
+		"release": releaseScript, "extend": extendScript, "status": statusScript} {
 		sha, err := s.Load(ctx, rc).Result()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -206,6 +206,10 @@ type Lock struct {
 // Key returns the lock's key.
 func (l *Lock) Key() string { return l.key }
 
+// ID returns the holder id stored under the key on the nodes: 128 random bits in hex, new
+// for every acquisition. [Status.Holder] shows the same value.
+func (l *Lock) ID() string { return l.id }
+
 // Token returns the fencing token of this acquisition. It does not change on Extend.
 func (l *Lock) Token() Token { return l.token }
 

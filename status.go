@@ -1,0 +1,157 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/status.lua
+var statusSrc string
+
+var statusScript = redis.NewScript(statusSrc)
+
+// NodeStatus is what one node says about a lock key.
+type NodeStatus struct {
+	Node    int           // index in the slice given to New
+	Addr    string        // the node's address, when its client exposes one
+	Err     error         // nil when the node answered; a *NodeError otherwise
+	Holder  string        // the holder id stored under the key, "" when the key is absent
+	TTL     time.Duration // the key's remaining TTL, 0 when absent
+	Counter Token         // the fence counter, 0 when the node has none
+}
+
+// Status is a snapshot of a lock key across the nodes, for operators and tools. It is read
+// without taking the lock and may be stale by the time it is printed.
+type Status struct {
+	Key    string
+	Quorum int
+	Nodes  []NodeStatus
+	// Holder is the holder id found on at least a quorum of nodes, "" when no holder has a
+	// quorum (free, expired on too many nodes, or split).
+	Holder string
+	// NextTokenAtLeast is a lower bound on the token the next successful acquire can get:
+	// an acquire needs a quorum of nodes, each of which increments its counter (or seeds a
+	// missing one from the clock), so the token is at least the Q-th smallest of those next
+	// values; nodes that did not answer count as unknown (as low as possible). 0 when too few
+	// nodes answered to say.
+	NextTokenAtLeast Token
+}
+
+// HeldByQuorum reports whether one holder's key is present on at least a quorum of nodes.
+func (s *Status) HeldByQuorum() bool { return s.Holder != "" }
+
+// Status reads the lock key, its remaining TTL and its fence counter on every node in
+// parallel, atomically per node, changing nothing. It waits for every node up to the node
+// timeout; a node that fails or does not answer in time has its Err set. Status returns an
+// error only for an invalid key (ErrInvalidArgument), a closed client (ErrClosed) or a
+// context that has already ended. Safe for concurrent use.
+func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
+	fence, err := fenceKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: status %q not read: %w", key, err)
+	}
+	if err := c.begin(); err != nil {
+		return nil, err
+	}
+	defer c.end()
+
+	n := len(c.nodes)
+	type reply struct {
+		i   int
+		v   []any
+		err error
+	}
+	replies := make(chan reply, n)
+	calls := c.newBatch(ctx)
+	for i := range c.nodes {
+		c.spawn(func() {
+			v, err := statusScript.Run(calls.ctx, c.nodes[i].client, []string{key, fence}).Slice()
+			calls.done()
+			replies <- reply{i: i, v: v, err: err}
+		})
+	}
+	st := &Status{Key: key, Quorum: c.quorum, Nodes: make([]NodeStatus, n)}
+	for i := range st.Nodes {
+		st.Nodes[i] = NodeStatus{Node: i, Addr: c.nodes[i].addr, Err: c.nodeErr(i, errNodeTimeout)}
+	}
+	timer := time.NewTimer(c.cfg.nodeTimeout)
+	defer timer.Stop()
+	for got := 0; got < n; got++ {
+		select {
+		case r := <-replies:
+			st.Nodes[r.i] = c.nodeStatus(r.i, r.v, r.err)
+		case <-timer.C:
+			got = n
+		case <-ctx.Done():
+			return nil, fmt.Errorf("redlock: status %q: %w", key, ctx.Err())
+		}
+	}
+	st.summarise(counterSeed(c.cfg.clock.Now()))
+	return st, nil
+}
+
+func (c *Client) nodeStatus(i int, v []any, err error) NodeStatus {
+	ns := NodeStatus{Node: i, Addr: c.nodes[i].addr}
+	if err == nil && len(v) != 3 {
+		err = fmt.Errorf("unexpected status reply %v", v)
+	}
+	if err != nil {
+		ns.Err = c.nodeErr(i, err)
+		return ns
+	}
+	ns.Holder, _ = v[0].(string)
+	if ms, _ := v[1].(int64); ms > 0 {
+		ns.TTL = time.Duration(ms) * time.Millisecond
+	}
+	if s, _ := v[2].(string); s != "" {
+		u, perr := strconv.ParseUint(s, 10, 64)
+		if perr != nil {
+			ns.Err = c.nodeErr(i, fmt.Errorf("fence counter %q is not a number", s))
+			return ns
+		}
+		ns.Counter = Token(u)
+	}
+	return ns
+}
+
+// summarise fills Holder and NextTokenAtLeast; seed is what a missing counter would start
+// from now.
+func (s *Status) summarise(seed int64) {
+	holders := map[string]int{}
+	var next []Token
+	unknown := 0
+	for _, ns := range s.Nodes {
+		if ns.Err != nil {
+			unknown++
+			continue
+		}
+		if ns.Holder != "" {
+			holders[ns.Holder]++
+		}
+		if ns.Counter == 0 {
+			next = append(next, Token(seed))
+		} else {
+			next = append(next, ns.Counter+1)
+		}
+	}
+	for h, k := range holders {
+		if k >= s.Quorum {
+			s.Holder = h
+		}
+	}
+	// The next holder's quorum may include every unknown node, which could be as low as
+	// anything; the rest of it comes from the known nodes, lowest first.
+	if need := s.Quorum - unknown; need > 0 && need <= len(next) {
+		slices.Sort(next)
+		s.NextTokenAtLeast = next[need-1]
+	}
+}

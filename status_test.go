@@ -1,0 +1,75 @@
+package redlock
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestStatus(t *testing.T) {
+	servers, clients := miniNodes(t, 5)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t, 10*time.Second)
+
+	st, err := c.Status(ctx, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.HeldByQuorum() || st.NextTokenAtLeast == 0 || len(st.Nodes) != 5 {
+		t.Fatalf("fresh key: %+v", st)
+	}
+	l, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	st, err = c.Status(ctx, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.HeldByQuorum() || st.Holder != l.id {
+		t.Fatalf("held: holder %q, want %q", st.Holder, l.id)
+	}
+	for _, ns := range st.Nodes {
+		if ns.Err != nil || ns.Holder != l.id || ns.Counter != l.Token() || ns.TTL <= 9*time.Second {
+			t.Fatalf("node %d: %+v", ns.Node, ns)
+		}
+	}
+	if st.NextTokenAtLeast != l.Token()+1 {
+		t.Fatalf("next token at least %d, want %d", st.NextTokenAtLeast, l.Token()+1)
+	}
+	// The bound must hold: the next acquire gets at least that much.
+	want := st.NextTokenAtLeast
+	_ = l.Release(ctx)
+	l2, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() < want {
+		t.Fatalf("next token %d below the bound %d", l2.Token(), want)
+	}
+	settle(c)
+
+	// Counters out of step and one node down: the bound is the third lowest next value
+	// among the four known ones minus the unknown node, i.e. the second lowest.
+	for i, v := range []string{"100", "50", "70", "60", "999"} {
+		servers[i].Set(testFence, v)
+	}
+	servers[4].SetError("ERR down")
+	st, err = c.Status(ctx, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ne *NodeError
+	if !errors.As(st.Nodes[4].Err, &ne) || ne.Node != 4 {
+		t.Fatalf("down node: %+v", st.Nodes[4])
+	}
+	if st.NextTokenAtLeast != 61 {
+		t.Fatalf("bound %d, want 61", st.NextTokenAtLeast)
+	}
+	servers[4].SetError("")
+
+	if _, err := c.Status(ctx, ""); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("empty key: %v", err)
+	}
+}
