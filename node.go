@@ -2,10 +2,10 @@ package redlock
 
 import (
 	"context"
-	"sync/atomic"
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
