@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
@@ -26,6 +27,20 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 			benchLockLoop(b, cluster.ClientsT(b))
 		})
 	}
+	b.Run("nodes=5,one-delayed-20ms", func(b *testing.B) {
+		cluster := redisproc.StartT(b, 5, redisproc.Config{})
+		clients := cluster.ClientsT(b)
+		p, err := faultproxy.Start(cluster.Addrs()[4])
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		p.SetDelay(20*time.Millisecond, 20*time.Millisecond)
+		slow := redis.NewClient(&redis.Options{Addr: p.Addr()})
+		defer slow.Close()
+		clients[4] = slow
+		benchLockLoop(b, clients)
+	})
 	b.Run("nodes=5,one-hung", func(b *testing.B) {
 		cluster := redisproc.StartT(b, 5, redisproc.Config{})
 		clients := cluster.ClientsT(b)
