@@ -34,6 +34,11 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if fn == nil {
 		return invalidf("fn is nil")
 	}
+	// Hold the client for the whole run, so that Close waits for the renewer too.
+	if err := c.begin(); err != nil {
+		return err
+	}
+	defer c.end()
 	l, err := c.Acquire(ctx, key, ttl)
 	if err != nil {
 		return err
@@ -93,7 +98,7 @@ func (c *Client) renew(ctx context.Context, l *Lock, cancel context.CancelCauseF
 		now = c.cfg.clock.Now()
 		if !now.Before(cancelAt) {
 			return c.lose(l, cancel, fmt.Errorf("%w: %q: no renewal confirmed %v before the validity deadline: %w",
-				ErrLockLost, l.key, margin, orTimeout(last)))
+				ErrLockLost, l.key, margin, lastOrLate(last)))
 		}
 		ectx, ecancel := context.WithDeadline(renewCtx, cancelAt)
 		last = l.Extend(ectx, ttl)
@@ -132,9 +137,14 @@ func (c *Client) definitelyLost(err error) bool {
 	return refused > len(c.nodes)-c.quorum
 }
 
-func orTimeout(err error) error {
+// errRenewerLate is the cause when the renewer woke past the cancel point without having
+// tried a renewal since the last success: the process or the renewer itself was paused or
+// starved of CPU.
+var errRenewerLate = errors.New("the renewer ran too late to try a renewal (process paused or starved)")
+
+func lastOrLate(err error) error {
 	if err == nil {
-		return errNodeTimeout
+		return errRenewerLate
 	}
 	return err
 }

@@ -121,10 +121,10 @@ func (f *RedisFence) IncrBy(ctx context.Context, key string, delta int64, tok To
 // Get returns the string stored under key and the highest token admitted for key, read
 // together in one atomic step. When key holds no value, err matches redis.Nil (go-redis's
 // "no such key"), value is "" and tok is still the highest token admitted (0 if there never was
-// one: tokens are never 0). Other errors: ErrInvalidArgument, with nothing sent, for the inputs
-// that Set rejects (but a token); WRONGTYPE when key holds a hash or another non-string type;
-// go-redis and network errors, wrapping ctx.Err() when ctx ended. Get is safe for concurrent
-// use.
+// one: tokens are never 0). Other errors: ErrInvalidArgument, with nothing sent, for a nil
+// client or a key that Set would reject; a Redis WRONGTYPE error when key holds a hash or another
+// non-string type; go-redis and network errors, wrapping ctx.Err() when ctx ended. Get is safe
+// for concurrent use.
 func (f *RedisFence) Get(ctx context.Context, key string) (value string, tok Token, err error) {
 	tokenKey, err := f.check(key)
 	if err != nil {
@@ -194,8 +194,8 @@ func (f *RedisFence) write(ctx context.Context, op, key string, tok Token, opArg
 	if len(res) != 2 {
 		return 0, fmt.Errorf("redlock: fenced %s %q: unexpected reply %v", op, key, res)
 	}
-	admitted, ok1 := res[0].(int64)
-	if !ok1 {
+	admitted, ok := res[0].(int64)
+	if !ok {
 		return 0, fmt.Errorf("redlock: fenced %s %q: unexpected reply %v", op, key, res)
 	}
 	if admitted == 0 {
