@@ -27,19 +27,21 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 	// Buffered for one acquire and one raise reply per node, so that no sender ever blocks
 	// after the outcome is decided.
 	replies := make(chan nodeReply, 2*n)
-	args := []any{id, ttl.Milliseconds(), counterSeed(start), c.counterIdleMillis(ttl)}
+	acq := newScriptCall(acquireScript, keys, id, ttl.Milliseconds(), counterSeed(start), c.counterIdleMillis(ttl))
 	// sent[i] is closed once node i's acquire call has returned. The lock's later extend and
 	// release wait for it on that node alone, so they can never overtake a slow SET there.
 	sent := make([]chan struct{}, n)
 	calls := c.newBatch(ctx)
 	for i := range c.nodes {
 		sent[i] = make(chan struct{})
-		c.spawn(func() {
-			v, err := c.run(calls.ctx, i, acquireScript, keys, args...)
+		c.bg.Add(1) // as spawn, without its second closure: this is the hot path
+		go func() {
+			defer c.bg.Done()
+			v, err := acq.run(calls.ctx, c.nodes[i].client)
 			calls.done()
 			close(sent[i])
 			replies <- nodeReply{node: i, val: v, err: err}
-		})
+		}()
 	}
 
 	tally := newAcquireTally(n, c.quorum)
@@ -55,7 +57,7 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 		c.cfg.logger.Debug("redlock: raising fence counter", "key", key, "node", i,
 			"from", tally.counter[i], "to", target)
 		c.spawn(func() {
-			v, err := c.eval(ctx, i, raiseScript, keys, id, target, c.counterIdleMillis(ttl))
+			v, err := c.eval(ctx, i, newScriptCall(raiseScript, keys, id, target, c.counterIdleMillis(ttl)))
 			replies <- nodeReply{node: i, raise: true, val: v, err: err}
 		})
 	}
@@ -172,11 +174,12 @@ func (c *Client) undoAcquire(ctx context.Context, key, id string, ttl time.Durat
 	// after which the key is gone anyway.
 	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, max(4*c.cfg.nodeTimeout, time.Second)))
 	pending := &sync.WaitGroup{}
+	rel := newScriptCall(releaseScript, []string{key}, id)
 	release := func(i int) {
 		pending.Add(1)
 		c.spawn(func() {
 			defer pending.Done()
-			if _, err := c.run(undoCtx, i, releaseScript, []string{key}, id); err != nil {
+			if _, err := rel.run(undoCtx, c.nodes[i].client); err != nil {
 				c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
 					"key", key, "node", i, "err", err)
 			}

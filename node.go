@@ -68,18 +68,13 @@ func newNodes(clients []redis.UniversalClient) ([]node, error) {
 	return nodes, nil
 }
 
-// eval runs a script on node i, bounded by the node timeout for clients that honour
+// eval runs a call on node i, bounded by the node timeout for clients that honour
 // context deadlines. The caller must not rely on that bound: see the select loops in
 // acquire.go and quorumop.go, which stop waiting at the node timeout on their own.
-func (c *Client) eval(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) (int64, error) {
+func (c *Client) eval(ctx context.Context, i int, sc *scriptCall) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.nodeTimeout)
 	defer cancel()
-	return c.run(ctx, i, s, keys, args...)
-}
-
-// run runs a script on node i with the caller's context as it is.
-func (c *Client) run(ctx context.Context, i int, s *redis.Script, keys []string, args ...any) (int64, error) {
-	return s.Run(ctx, c.nodes[i].client, keys, args...).Int64()
+	return sc.run(ctx, c.nodes[i].client)
 }
 
 // batch is one context with the node timeout shared by the calls of one fan-out, all sent

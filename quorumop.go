@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-multierror"
-	"github.com/redis/go-redis/v9"
 )
 
 // quorumOp runs a compare-and-act script (release.lua, extend.lua) on every node in
@@ -15,7 +14,7 @@ import (
 // finish in the background, owned by the client, and are not cut short by ctx. The script
 // goes to node i only once after[i] is closed (the lock's acquire call there has returned),
 // so it cannot overtake that call; after has one channel per node.
-func (c *Client) quorumOp(ctx context.Context, op, key string, after []chan struct{}, s *redis.Script, keys []string, args ...any) error {
+func (c *Client) quorumOp(ctx context.Context, op, key string, after []chan struct{}, sc *scriptCall) error {
 	n := len(c.nodes)
 	replies := make(chan nodeReply, n)
 	// The calls themselves outlive ctx: once sent, a release or extend should reach every
@@ -23,19 +22,21 @@ func (c *Client) quorumOp(ctx context.Context, op, key string, after []chan stru
 	// still bounded by the node timeout.
 	calls := c.newBatch(context.WithoutCancel(ctx))
 	for i := range c.nodes {
-		c.spawn(func() {
+		c.bg.Add(1) // as spawn, without its second closure: this is the hot path
+		go func() {
+			defer c.bg.Done()
 			var v int64
 			var err error
 			select {
 			case <-after[i]: // closed: the lock's acquire call on this node has returned
-				v, err = c.run(calls.ctx, i, s, keys, args...)
+				v, err = sc.run(calls.ctx, c.nodes[i].client)
 			default:
 				<-after[i] // a slow acquire there: wait for it, then take a full node timeout
-				v, err = c.eval(context.WithoutCancel(ctx), i, s, keys, args...)
+				v, err = c.eval(context.WithoutCancel(ctx), i, sc)
 			}
 			calls.done()
 			replies <- nodeReply{node: i, val: v, err: err}
-		})
+		}()
 	}
 	timer := time.NewTimer(c.cfg.nodeTimeout)
 	defer timer.Stop()

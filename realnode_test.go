@@ -189,8 +189,8 @@ func TestRealScripts(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 10*time.Second)
-	for name, s := range map[string]*redis.Script{"acquire": acquireScript, "raise": raiseScript,
-		"release": releaseScript, "extend": extendScript, "status": statusScript} {
+	for name, s := range map[string]*redis.Script{"acquire": acquireScript.Script, "raise": raiseScript.Script,
+		"release": releaseScript.Script, "extend": extendScript.Script, "status": statusScript} {
 		sha, err := s.Load(ctx, rc).Result()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

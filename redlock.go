@@ -247,7 +247,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.c.end()
 	start := l.c.cfg.clock.Now()
-	err = l.c.quorumOp(ctx, "extend", l.key, l.sent, extendScript, []string{l.key}, l.id, ttl.Milliseconds())
+	err = l.c.quorumOp(ctx, "extend", l.key, l.sent, newScriptCall(extendScript, []string{l.key}, l.id, ttl.Milliseconds()))
 	if err != nil {
 		return err
 	}
@@ -282,7 +282,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return err
 	}
 	defer l.c.end()
-	if err := l.c.quorumOp(ctx, "release", l.key, l.sent, releaseScript, []string{l.key}, l.id); err != nil {
+	if err := l.c.quorumOp(ctx, "release", l.key, l.sent, newScriptCall(releaseScript, []string{l.key}, l.id)); err != nil {
 		return err
 	}
 	l.mu.Lock()

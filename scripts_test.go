@@ -14,9 +14,9 @@ func scriptCases(t *testing.T, rc redis.UniversalClient) {
 	ctx := ctxT(t, 10*time.Second)
 	k, f := "script:k", "redlock:fence:{script:k}"
 	keys := []string{k, f}
-	run := func(s *redis.Script, keys []string, args ...any) int64 {
+	run := func(s *lua, keys []string, args ...any) int64 {
 		t.Helper()
-		v, err := s.Run(ctx, rc, keys, args...).Int64()
+		v, err := newScriptCall(s, keys, args...).run(ctx, rc)
 		if err != nil {
 			t.Fatal(err)
 		}
