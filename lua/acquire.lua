@@ -28,10 +28,11 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   end
   -- Our key is here but the counter is gone (evicted): mint as for a new counter.
 end
-local token
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  token = redis.call('INCR', KEYS[2])
-else
+-- INCR creates a missing counter at 1, a value no live counter has (seeds are >= 1 and
+-- counters only grow from there), so 1 means "was missing": seed it instead. One call
+-- fewer than testing EXISTS first.
+local token = redis.call('INCR', KEYS[2])
+if token == 1 then
   redis.call('SET', KEYS[2], ARGV[3])
   token = tonumber(ARGV[3])
 end
