@@ -23,6 +23,7 @@ type Client struct {
 
 	mu     sync.RWMutex // guards closed against bg.Add racing with Close's Wait
 	closed bool
+	wake   releaseWaiters // Acquire calls waiting for a key this client holds
 	bg     sync.WaitGroup // calls in flight and the background work they started
 }
 
@@ -146,7 +147,8 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 
 // Acquire acquires the lock named key for ttl, retrying after a randomised pause (see
 // [WithRetryDelay]) until it succeeds, the retry limit is reached ([WithRetryLimit]; none by
-// default) or ctx ends. Arguments and errors are those of [Client.TryAcquire]; when ctx
+// default) or ctx ends. When the holder is a Lock of this same Client, its Release wakes the
+// waiting Acquire calls at once instead of leaving them to sleep out the pause. Arguments and errors are those of [Client.TryAcquire]; when ctx
 // ends, the error matches ErrNotAcquired, ctx.Err() and, if an attempt was made, the last
 // attempt's *QuorumError.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
@@ -164,13 +166,18 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		if c.cfg.retryLimit > 0 && attempt >= c.cfg.retryLimit {
 			return nil, err
 		}
+		released, leave := c.wake.wait(key)
 		t := time.NewTimer(jitter(c.cfg.retryDelay))
 		select {
 		case <-t.C:
+		case <-released: // another Lock of this client released the key: try at once
 		case <-ctx.Done():
 			t.Stop()
+			leave()
 			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
 		}
+		t.Stop()
+		leave()
 	}
 }
 
@@ -288,6 +295,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()
+	l.c.wake.released(l.key)
 	return nil
 }
 
