@@ -152,6 +152,11 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // ends, the error matches ErrNotAcquired, ctx.Err() and, if an attempt was made, the last
 // attempt's *QuorumError.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	// Our place in the queue of this client's waiters for key: kept across retries woken by
+	// the timer, given up when a release picked us (we had our turn) or when we return.
+	var released <-chan struct{}
+	leave := func() {}
+	defer func() { leave() }()
 	for attempt := 1; ; attempt++ {
 		l, err := c.TryAcquire(ctx, key, ttl)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
@@ -166,18 +171,19 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		if c.cfg.retryLimit > 0 && attempt >= c.cfg.retryLimit {
 			return nil, err
 		}
-		released, leave := c.wake.wait(key)
+		if released == nil {
+			released, leave = c.wake.wait(key)
+		}
 		t := time.NewTimer(jitter(c.cfg.retryDelay))
 		select {
 		case <-t.C:
-		case <-released: // another Lock of this client released the key: try at once
+		case <-released: // a Lock of this client released the key and it is our turn
+			t.Stop()
+			released, leave = nil, func() {}
 		case <-ctx.Done():
 			t.Stop()
-			leave()
 			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
 		}
-		t.Stop()
-		leave()
 	}
 }
 
