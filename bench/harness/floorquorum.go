@@ -1,0 +1,129 @@
+package harness
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// acquireLuaFallback is a copy of lua/acquire.lua, used only when the repository's file
+// cannot be found at run time (a binary built elsewhere with -trimpath).
+const acquireLuaFallback = `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    local left = redis.call('PTTL', KEYS[1])
+    if left < 0 then
+      left = 0
+    end
+    return -left
+  end
+  local mine = redis.call('GET', KEYS[2])
+  if mine then
+    return tonumber(mine)
+  end
+end
+local token
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  token = redis.call('INCR', KEYS[2])
+else
+  redis.call('SET', KEYS[2], ARGV[3])
+  token = tonumber(ARGV[3])
+end
+if ARGV[4] ~= '0' then
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+end
+return token`
+
+// acquireLua returns the library's acquire script, read from the repository next to this
+// module, and where it came from.
+func acquireLua() (src, from string) {
+	if _, file, _, ok := runtime.Caller(0); ok {
+		p := filepath.Join(filepath.Dir(file), "..", "..", "lua", "acquire.lua")
+		if b, err := os.ReadFile(p); err == nil {
+			return string(b), "lua/acquire.lua"
+		}
+	}
+	return acquireLuaFallback, "a copy of lua/acquire.lua in bench/harness"
+}
+
+// floorQuorum is a minimal Redlock without the library: the acquire command sent to every
+// node from one goroutine each, returning as soon as a quorum agreed (the stragglers finish
+// on their own), and the same for the compare-and-delete. With script set, the acquire
+// command is the library's own acquire.lua (fence counter included) instead of SET NX PX,
+// so the difference between the two prices the fencing script alone.
+type floorQuorum struct {
+	cs     []*redis.Client
+	script *redis.Script // nil: SET NX PX
+}
+
+func newFloorQuorum(addrs []string, script *redis.Script) *floorQuorum {
+	return &floorQuorum{cs: newClients(addrs), script: script}
+}
+
+// counterIdle is the library's default fence-counter idle TTL in milliseconds.
+var counterIdle = redlock.DefaultCounterIdleTTL.Milliseconds()
+
+func (f *floorQuorum) try(ctx context.Context, key string) (any, error) {
+	q := len(f.cs)/2 + 1
+	oks := make(chan bool, len(f.cs))
+	seed := time.Now().UnixMicro()
+	for _, c := range f.cs {
+		go func() {
+			if f.script == nil {
+				ok, err := c.SetNX(ctx, key, floorValue, lockTTL).Result()
+				oks <- ok && err == nil
+				return
+			}
+			v, err := f.script.Run(ctx, c, []string{key, redlock.FencePrefix + "{" + key + "}"},
+				floorValue, lockTTL.Milliseconds(), seed, counterIdle).Int64()
+			oks <- err == nil && v > 0
+		}()
+	}
+	agreed := 0
+	for i := range f.cs {
+		if <-oks {
+			agreed++
+		}
+		if agreed >= q {
+			return key, nil
+		}
+		if agreed+len(f.cs)-1-i < q {
+			break
+		}
+	}
+	return nil, errFloorNotAcquired
+}
+
+func (f *floorQuorum) wait(ctx context.Context, key string) (any, error) { return f.try(ctx, key) }
+
+func (f *floorQuorum) release(ctx context.Context, h any) error {
+	key := h.(string)
+	q := len(f.cs)/2 + 1
+	oks := make(chan bool, len(f.cs))
+	for _, c := range f.cs {
+		go func() {
+			v, err := releaseScript.Run(ctx, c, []string{key}, floorValue).Int64()
+			oks <- err == nil && v == 1
+		}()
+	}
+	agreed := 0
+	for i := range f.cs {
+		if <-oks {
+			agreed++
+		}
+		if agreed >= q {
+			return nil
+		}
+		if agreed+len(f.cs)-1-i < q {
+			break
+		}
+	}
+	return errors.New("floor: release without quorum")
+}
+
+func (f *floorQuorum) close() { closeClients(f.cs) }

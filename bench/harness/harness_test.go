@@ -1,0 +1,97 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestEveryScenarioShort runs every scenario for a very short time, to show the harness
+// works end to end. The figures are meaningless at these durations; only the shape of the
+// report is checked.
+func TestEveryScenarioShort(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not on PATH; skipping (Debian: apt-get install -y redis-server)")
+	}
+	if testing.Short() {
+		t.Skip("takes about a minute; skipped with -short")
+	}
+	var out bytes.Buffer
+	cfg := Defaults()
+	cfg.Dur, cfg.FaultDur, cfg.First, cfg.Settle = 150*time.Millisecond, 150*time.Millisecond, 150*time.Millisecond, 300*time.Millisecond
+	cfg.FDur, cfg.HDur, cfg.Slice = 200*time.Millisecond, 60*time.Millisecond, 50*time.Millisecond
+	cfg.BenchTime = "30x"
+	cfg.HNodes = []int{1, 3, 5}
+	cfg.Out, cfg.Log = &out, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range Scenarios {
+		if !strings.Contains(out.String(), "## "+s+":") {
+			t.Errorf("no table for scenario %s", s)
+		}
+	}
+	if len(res.Ran) != len(Scenarios) {
+		t.Errorf("ran %v, want all of %v", res.Ran, Scenarios)
+	}
+	if len(res.Targets) == 0 || !strings.Contains(out.String(), "Summary of the targets") {
+		t.Error("no targets evaluated")
+	}
+}
+
+func TestSelectedScenarioOnly(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not on PATH")
+	}
+	var out bytes.Buffer
+	cfg := Defaults()
+	cfg.Scenarios = []string{"e"}
+	cfg.Dur, cfg.Slice = 100*time.Millisecond, 50*time.Millisecond
+	cfg.Out, cfg.Log = &out, nil
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "## a:") || !strings.Contains(out.String(), "## e:") {
+		t.Errorf("want only the e table:\n%s", out.String())
+	}
+	if len(res.Ran) != 1 || res.Ran[0] != "e" {
+		t.Errorf("ran %v, want [e]", res.Ran)
+	}
+	if _, err := Run(context.Background(), Config{Scenarios: []string{"z"}}); err == nil {
+		t.Error("unknown scenario accepted")
+	}
+}
+
+func TestStats(t *testing.T) {
+	var s series
+	for i := 1; i <= 100; i++ {
+		s.add(time.Duration(i))
+	}
+	if got := s.pct(50); got != 50 {
+		t.Errorf("p50 = %v, want 50", got)
+	}
+	if got := s.pct(99); got != 99 {
+		t.Errorf("p99 = %v, want 99", got)
+	}
+	if got := jain([]int{5, 5, 5, 5}); got != 1 {
+		t.Errorf("jain equal = %v", got)
+	}
+	if got := jain([]int{8, 0, 0, 0}); got != 0.25 {
+		t.Errorf("jain one = %v", got)
+	}
+	if got := slope([]float64{1, 2, 4}, []float64{3, 6, 12}); math.Abs(got-1) > 1e-9 {
+		t.Errorf("slope linear = %v", got)
+	}
+	if got := slope([]float64{1, 4, 9}, []float64{1, 2, 3}); math.Abs(got-0.5) > 1e-9 {
+		t.Errorf("slope sqrt = %v", got)
+	}
+}

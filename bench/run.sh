@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of quorumlock/redlock and go-redsync/redsync (issue 6).
+#
+# Builds bench/cmd/sidebyside and runs it. The program starts its own redis-server nodes on
+# free loopback ports (no persistence), runs every scenario for both libraries interleaved,
+# stops the nodes by PID and prints markdown tables on stdout (progress on stderr).
+# Arguments are passed to the program, e.g.:
+#
+#   bench/run.sh                         # everything, about five minutes
+#   bench/run.sh -scenarios a,e -dur 10s # only some scenarios
+#   bench/run.sh -h                      # all flags
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "run.sh: redis-server is not on PATH; the benchmark needs it (Debian: apt-get install -y redis-server)" >&2
+  exit 2
+fi
+if ! command -v go >/dev/null 2>&1; then
+  echo "run.sh: go is not on PATH" >&2
+  exit 2
+fi
+
+bin=$(mktemp -d "${TMPDIR:-/tmp}/sidebyside.XXXXXX")
+trap 'rm -rf "$bin"' EXIT
+go build -o "$bin/sidebyside" ./cmd/sidebyside
+"$bin/sidebyside" "$@"
