@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -15,9 +16,18 @@ import (
 	"go.uber.org/goleak"
 )
 
+// binDir holds the CLI binary built by the tests that run it (binary_test.go); TestMain
+// removes it.
+var binDir string
+
 func TestMain(m *testing.M) {
 	redis.SetLogger(silentLogger{})
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		if binDir != "" { // the CLI binary built by the tests that run it
+			_ = os.RemoveAll(binDir)
+		}
+		os.Exit(code)
+	}))
 }
 
 // cli runs the command line in-process with the given environment variables (nothing is

@@ -42,6 +42,9 @@ type command struct {
 // run function in its own file and add a line here.
 var commands = []command{
 	{name: "demo", summary: "replay the settlement story: a mutex vs redlock, a pause past the TTL, fencing tokens", run: runDemo},
+	{name: "exec", summary: "run a command while holding a lock; it gets the fencing token in $REDLOCK_TOKEN", run: runExec},
+	{name: "status", summary: "show who holds a lock on each node, its TTL and fence counter, and the next token", run: runStatus},
+	{name: "dev", summary: "run local Redis nodes in this process (no install needed) until interrupted", run: runDev},
 }
 
 // Exit codes.
@@ -94,6 +97,13 @@ func run(ctx context.Context, e *env, args []string) int {
 	case errors.Is(err, flag.ErrHelp):
 		return exitOK
 	}
+	var xe *exitError
+	if errors.As(err, &xe) {
+		if xe.err != nil {
+			fmt.Fprintf(e.stderr, "redlock: %s\n", oneLine(xe.err.Error()))
+		}
+		return xe.code
+	}
 	fmt.Fprintf(e.stderr, "redlock: %s\n", oneLine(err.Error()))
 	var ue usageError
 	if errors.As(err, &ue) {
@@ -131,6 +141,23 @@ func (e usageError) Error() string { return e.msg }
 func usageErrorf(format string, args ...any) error {
 	return usageError{msg: fmt.Sprintf(format, args...)}
 }
+
+// exitError makes the dispatcher exit with a specific code: the child's own status for
+// exec, or one of exec's documented codes. err, when not nil, is printed as the one error
+// line; a nil err prints nothing (the child has already said what it had to say).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
 
 // newFlagSet returns the FlagSet of one subcommand. synopsis follows "redlock NAME" in the
 // usage line; about is a paragraph printed under it.

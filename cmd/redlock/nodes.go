@@ -118,24 +118,8 @@ func openNodes(ctx context.Context, spec, source string, n int) (*nodeSet, error
 
 // pingAll checks that every node answers PING within pingTimeout, all in parallel, and
 // reports the first node (in list order) that did not, and how many others failed too.
-// It probes with throwaway clients that dial once and do not retry, so that a refused
-// connection fails at once instead of after go-redis's dial retries.
 func pingAll(ctx context.Context, urls []nodeURL, source string) error {
-	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	errs := make([]error, len(urls))
-	var wg sync.WaitGroup
-	for i, u := range urls {
-		wg.Go(func() {
-			o, _ := redis.ParseURL(u.raw) // a fresh copy: it parsed before
-			o.DialerRetries = 1
-			o.MaxRetries = -1
-			c := redis.NewClient(o)
-			defer c.Close()
-			errs[i] = c.Ping(ctx).Err()
-		})
-	}
-	wg.Wait()
+	errs := pingNodes(ctx, urls, len(urls))
 	var first error
 	failed := 0
 	for i, err := range errs {
@@ -144,9 +128,6 @@ func pingAll(ctx context.Context, urls []nodeURL, source string) error {
 		}
 		failed++
 		if first == nil {
-			if errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("no answer within %v", pingTimeout)
-			}
 			first = fmt.Errorf("node %s (from %s) did not answer PING: %v", urls[i].opts.Addr, source, err)
 		}
 	}
@@ -154,6 +135,98 @@ func pingAll(ctx context.Context, urls []nodeURL, source string) error {
 		return fmt.Errorf("%w (and %d more nodes failed)", first, failed-1)
 	}
 	return first
+}
+
+// errNotWaited is the ping result of a node that had not answered when enough others had.
+var errNotWaited = errors.New("not waited for: enough other nodes answered")
+
+// pingNodes sends PING to every node in parallel and returns one error per node, nil for
+// a node that answered. It stops waiting once need nodes have answered (the others get
+// errNotWaited) or pingTimeout has passed. It probes with throwaway clients that dial once,
+// do not retry and honour the context's deadline, so that a refused connection fails at
+// once and a hung node costs no more than pingTimeout. Every probe has ended when it
+// returns.
+func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	type result struct {
+		i   int
+		err error
+	}
+	results := make(chan result, len(urls))
+	var wg sync.WaitGroup
+	for i, u := range urls {
+		wg.Go(func() {
+			o, _ := redis.ParseURL(u.raw) // a fresh copy: it parsed before
+			o.DialerRetries = 1
+			o.MaxRetries = -1
+			o.ContextTimeoutEnabled = true
+			c := redis.NewClient(o)
+			defer c.Close()
+			err := c.Ping(ctx).Err()
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("no answer within %v", pingTimeout)
+			}
+			results <- result{i: i, err: err}
+		})
+	}
+	errs := make([]error, len(urls))
+	for i := range errs {
+		errs[i] = errNotWaited
+	}
+	ok := 0
+	for range urls {
+		r := <-results
+		errs[r.i] = r.err
+		if r.err == nil {
+			if ok++; ok >= need {
+				break
+			}
+		}
+	}
+	cancel()
+	wg.Wait()
+	return errs
+}
+
+// dialNodes returns one go-redis client per URL for the commands that work with real nodes
+// (exec, status). The clients honour context deadlines on reads and writes, so no call
+// outlives the library's node timeout: a hung node then delays neither a renewal nor
+// Client.Close, which otherwise waits for go-redis's 3 s read timeout. They dial once and
+// do not resend a command: a refused connection is then reported as such instead of as a
+// timeout, and retrying is the lock protocol's business (the next attempt or renewal).
+func dialNodes(urls []nodeURL) []redis.UniversalClient {
+	clients := make([]redis.UniversalClient, len(urls))
+	for i, u := range urls {
+		o := *u.opts
+		o.ContextTimeoutEnabled = true
+		o.DialerRetries = 1
+		o.MaxRetries = -1
+		clients[i] = redis.NewClient(&o)
+	}
+	return clients
+}
+
+// closeClients closes go-redis clients made by dialNodes.
+func closeClients(clients []redis.UniversalClient) {
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
+
+// realNodes resolves the node list of a command that needs real nodes (exec, status): the
+// --nodes flag, else REDLOCK_NODES. No list at all is a usage error that points at
+// 'redlock dev'; a malformed list is an ordinary error naming the bad entry.
+func realNodes(e *env, cmdName, flagValue string) ([]nodeURL, string, error) {
+	spec, source := nodeSpec(e, flagValue)
+	if spec == "" {
+		return nil, "", usageErrorf("%s: no nodes: pass --nodes redis://HOST:PORT,... or set %s (try 'redlock dev' for local nodes)", cmdName, nodesEnv)
+	}
+	urls, err := parseNodeURLs(spec, source)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", cmdName, err)
+	}
+	return urls, source, nil
 }
 
 // describe says in a few words which nodes these are.

@@ -1,0 +1,637 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+const execAbout = `
+Runs CMD while holding the lock KEY on the Redis nodes (--nodes, else $REDLOCK_NODES), and
+releases the lock once CMD has exited. While CMD runs the lock is renewed every ttl/3.
+
+CMD gets redlock's stdin, stdout and stderr, its environment, and:
+  REDLOCK_KEY    the lock's key
+  REDLOCK_TOKEN  the fencing token of this acquisition: a decimal number larger than the
+                 token of every earlier holder of KEY. Send it with each write to the
+                 resource the lock protects, and have the resource reject any write whose
+                 token is lower than one it has already seen (docs/design.md).
+
+CMD runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
+SIGUSR2 sent to redlock are forwarded to that group (those ignored when redlock starts,
+such as SIGHUP under nohup, stay ignored). The lock is released only after CMD
+has exited and nothing else in its group is still running (leftovers get SIGTERM, then
+SIGKILL after --grace).
+
+If renewals fail (a quorum of nodes unreachable, or the keys gone), the group gets SIGTERM
+--grace + S before the lock's validity deadline and SIGKILL --grace later, so it is dead
+before anyone else can acquire the lock. S, a safety allowance for scheduling delays, is a
+tenth of --ttl and at least 250ms; --grace + S must be at most half of --ttl (with the
+defaults: 5s + 3s ≤ 15s). If redlock itself is killed with SIGKILL, Linux kills CMD at once.
+
+Exit status:
+  CMD's own  CMD ran and the lock was held throughout; 128+N if signal N killed CMD
+  75         the lock was not acquired: it is held elsewhere, or --wait ran out
+             (change with --conflict-exit-code)
+  76         the lock was lost while CMD ran, and CMD was stopped
+             (change with --lost-exit-code)
+  126, 127   CMD could not be started, or was not found
+  128+N      redlock got signal N while waiting for the lock; CMD did not run
+  1          another failure, e.g. fewer than a quorum of nodes reachable
+  2          bad command line`
+
+const (
+	execDefaultTTL   = 30 * time.Second
+	execDefaultGrace = 5 * time.Second
+	// minKillSafety is the smallest allowance between SIGKILL and the lock's validity
+	// deadline; see killSafety.
+	minKillSafety = 250 * time.Millisecond
+	// killWait bounds the wait for a process group to vanish after SIGKILL. Only a process
+	// stuck in the kernel (uninterruptible sleep) outlives it.
+	killWait = 2 * time.Second
+	// diagnoseTimeout is the node timeout of the status read that explains a failed acquire.
+	diagnoseTimeout = 2 * time.Second
+	// groupPoll is how often the command's process group is checked once the command
+	// itself has exited.
+	groupPoll = 10 * time.Millisecond
+
+	defaultConflictExitCode = 75 // EX_TEMPFAIL in sysexits.h
+	defaultLostExitCode     = 76
+	exitCannotRun           = 126
+	exitNotFound            = 127
+)
+
+// killSafety is how long before the lock's validity deadline SIGKILL goes out at the
+// latest: a tenth of the ttl, at least 250ms (3s for the default 30s). It absorbs the
+// delays between the renewer's cancellation, the SIGTERM, the grace timer and the SIGKILL,
+// which grow when the machine is busy and redlock is not scheduled for a while; on a long
+// lock a generous allowance costs nothing until the lock is lost.
+func killSafety(ttl time.Duration) time.Duration {
+	return max(minKillSafety, ttl/10)
+}
+
+// minTTLFor returns the shortest ttl that fits grace: grace + killSafety(ttl) ≤ ttl/2.
+func minTTLFor(grace time.Duration) time.Duration {
+	return max(2*(grace+minKillSafety), grace*5/2).Round(time.Millisecond)
+}
+
+// execConfig is exec's parsed and validated command line.
+type execConfig struct {
+	key          string
+	argv         []string
+	path         string // argv[0] resolved on PATH
+	nodesFlag    string
+	ttl          time.Duration
+	wait         time.Duration
+	grace        time.Duration
+	nodeTimeout  time.Duration
+	amnesia      int
+	conflictCode int
+	lostCode     int
+	verbose      bool
+}
+
+func runExec(ctx context.Context, e *env, args []string) error {
+	cfg, err := parseExec(e, args)
+	if err != nil {
+		return err
+	}
+	urls, _, err := realNodes(e, "exec", cfg.nodesFlag)
+	if err != nil {
+		return err
+	}
+	x := &execRun{cfg: cfg, e: e}
+	return x.run(ctx, urls)
+}
+
+// parseExec parses "[flags] KEY -- CMD [ARGS...]" (flags may also follow KEY) and checks
+// every value, so that nothing is sent to a node for a bad command line.
+func parseExec(e *env, args []string) (*execConfig, error) {
+	fs := newFlagSet("exec", "[flags] KEY -- CMD [ARGS...]", execAbout)
+	cfg := &execConfig{}
+	fs.StringVar(&cfg.nodesFlag, "nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
+	fs.DurationVar(&cfg.ttl, "ttl", execDefaultTTL, "lock TTL; renewed every ttl/3 while CMD runs")
+	fs.DurationVar(&cfg.wait, "wait", 0, "how long to keep trying while the lock is held elsewhere; 0: fail at once")
+	fs.DurationVar(&cfg.grace, "grace", execDefaultGrace, "time between SIGTERM and SIGKILL when the lock is lost; grace + max(250ms, ttl/10) ≤ ttl/2")
+	fs.IntVar(&cfg.conflictCode, "conflict-exit-code", defaultConflictExitCode, "exit status when the lock is not acquired")
+	fs.IntVar(&cfg.lostCode, "lost-exit-code", defaultLostExitCode, "exit status when the lock is lost while CMD runs")
+	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cliNodeTimeout, "how long one call waits for one node")
+	fs.IntVar(&cfg.amnesia, "amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's other users")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "say on stderr what redlock does (acquire, token, renewal failures, release)")
+	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
+
+	dash := slices.Index(args, "--")
+	before := args
+	if dash >= 0 {
+		before = args[:dash]
+	}
+	pos, err := parseInterspersed(fs, e, before)
+	if err != nil {
+		return nil, err
+	}
+	const synopsis = "redlock exec [flags] KEY -- CMD [ARGS...]"
+	switch {
+	case dash < 0:
+		return nil, usageErrorf(`exec: missing "--" before the command: %s`, synopsis)
+	case len(pos) == 0:
+		return nil, usageErrorf("exec: missing KEY: %s", synopsis)
+	case len(pos) > 1:
+		return nil, usageErrorf(`exec: unexpected argument %q before "--": %s`, pos[1], synopsis)
+	case dash == len(args)-1:
+		return nil, usageErrorf(`exec: missing the command after "--": %s`, synopsis)
+	}
+	cfg.key, cfg.argv = pos[0], args[dash+1:]
+
+	switch {
+	case cfg.ttl <= 0 || cfg.ttl > redlock.MaxTTL:
+		return nil, usageErrorf("exec: --ttl %v must be positive and at most %v", cfg.ttl, redlock.MaxTTL)
+	case cfg.wait < 0:
+		return nil, usageErrorf("exec: --wait %v is negative; use 0 to fail at once, or how long to keep trying", cfg.wait)
+	case cfg.grace < 0:
+		return nil, usageErrorf("exec: --grace %v is negative", cfg.grace)
+	case cfg.grace+killSafety(cfg.ttl) > cfg.ttl/2:
+		return nil, usageErrorf("exec: --grace %v does not fit in --ttl %v: a lost lock's command gets SIGTERM grace + %v before the lock's deadline, "+
+			"which must be at most half the ttl; use a --ttl of at least %v", cfg.grace, cfg.ttl, killSafety(cfg.ttl), minTTLFor(cfg.grace))
+	case cfg.nodeTimeout <= 0:
+		return nil, usageErrorf("exec: --node-timeout %v must be positive", cfg.nodeTimeout)
+	case cfg.conflictCode < 1 || cfg.conflictCode > 255:
+		return nil, usageErrorf("exec: --conflict-exit-code %d is outside 1..255", cfg.conflictCode)
+	case cfg.lostCode < 1 || cfg.lostCode > 255:
+		return nil, usageErrorf("exec: --lost-exit-code %d is outside 1..255", cfg.lostCode)
+	}
+
+	// Find the command before touching the lock: a typo must not take it.
+	path, err := exec.LookPath(cfg.argv[0])
+	if err != nil {
+		code := exitNotFound
+		if errors.Is(err, iofs.ErrPermission) {
+			code = exitCannotRun
+		}
+		return nil, &exitError{code: code, err: fmt.Errorf("exec: cannot run %q: %v", cfg.argv[0], unwrapExecErr(err))}
+	}
+	cfg.path = path
+	return cfg, nil
+}
+
+// unwrapExecErr drops the 'exec: "name": ' prefix of os/exec's errors.
+func unwrapExecErr(err error) error {
+	var ee *exec.Error
+	if errors.As(err, &ee) {
+		return ee.Err
+	}
+	return err
+}
+
+// execRun is one run of exec.
+type execRun struct {
+	cfg *execConfig
+	e   *env
+}
+
+// errWaitExpired is the cause of the acquire context's end when --wait ran out.
+var errWaitExpired = errors.New("--wait ran out")
+
+// errNotStarted is returned by Do's function when the lock was granted just as the
+// acquire was being given up (--wait ran out, or a signal came): the command is not started.
+var errNotStarted = errors.New("lock granted too late: the command was not started")
+
+// interrupted is the cause of the acquire context's end when a signal came first.
+type interrupted struct{ sig os.Signal }
+
+func (i *interrupted) Error() string { return "interrupted by " + signalName(i.sig) }
+
+func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
+	cfg := x.cfg
+	opts := []redlock.Option{
+		redlock.WithNodeTimeout(cfg.nodeTimeout),
+		redlock.WithAmnesiaTolerance(cfg.amnesia),
+		// SIGTERM at Until − (grace + safety), SIGKILL at Until − safety.
+		redlock.WithCancelMargin(float64(cfg.grace+killSafety(cfg.ttl)) / float64(cfg.ttl)),
+	}
+	if cfg.wait == 0 {
+		opts = append(opts, redlock.WithRetryLimit(1)) // one attempt, as TryAcquire
+	}
+	if cfg.verbose {
+		opts = append(opts, redlock.WithLogger(verboseLogger(x.e.stderr)))
+	}
+	clients := dialNodes(urls)
+	defer closeClients(clients)
+	c, err := redlock.New(clients, opts...)
+	if err != nil {
+		return usageErrorf("exec: %s", bare(err))
+	}
+	defer c.Close()
+
+	// The signals are ours from here on. Until the command starts they abort the acquire;
+	// afterwards they go to the command. main's context is not used: it ends on SIGINT and
+	// SIGTERM, which must not cancel a running command's lock.
+	acqCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abort(nil)
+	r := startRouter(abort, cfg.wait)
+	defer r.stop()
+
+	if err := x.preflight(acqCtx, urls, c.Quorum()); err != nil {
+		if intr, ok := errors.AsType[*interrupted](context.Cause(acqCtx)); ok {
+			return x.interruptedErr(intr)
+		}
+		return err
+	}
+	x.notef("acquiring %q on %d nodes (quorum %d), ttl %v, wait %v", cfg.key, len(urls), c.Quorum(), cfg.ttl, cfg.wait)
+
+	var res *childResult
+	err = c.Do(acqCtx, cfg.key, cfg.ttl, func(fctx context.Context, l *redlock.Lock) error {
+		if !r.begin() {
+			return errNotStarted
+		}
+		x.notef("acquired %q, token %v, valid for %v; running %s", l.Key(), l.Token(), time.Until(l.Until()).Round(time.Millisecond), strings.Join(cfg.argv, " "))
+		res = x.supervise(fctx, l, r.fwd)
+		return res.startErr
+	})
+	switch {
+	case res != nil && res.startErr != nil:
+		return &exitError{code: exitCannotRun, err: fmt.Errorf("exec: cannot start %q: %v (the lock was released)", cfg.argv[0], unwrapExecErr(res.startErr))}
+	case errors.Is(err, redlock.ErrLockLost) && res != nil:
+		return &exitError{code: cfg.lostCode, err: fmt.Errorf("exec: lock %q lost while the command ran: %s; %s",
+			cfg.key, strings.TrimPrefix(bare(err), fmt.Sprintf("lock lost: %q: ", cfg.key)), res.describe())}
+	case errors.Is(err, redlock.ErrInvalidArgument):
+		return usageErrorf("exec: bad KEY or --ttl: %s", bare(err))
+	case err != nil:
+		return x.notAcquired(acqCtx, clients, err)
+	}
+	code, what := exitStatus(res.state)
+	x.notef("command %s; lock %q released", what, cfg.key)
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
+}
+
+// preflight checks that at least a quorum of nodes answers PING, so that a wrong address
+// fails at once, with exit status 1, instead of looking like a lock held elsewhere.
+func (x *execRun) preflight(ctx context.Context, urls []nodeURL, quorum int) error {
+	errs := pingNodes(ctx, urls, quorum)
+	ok := 0
+	var failed []string
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, errNotWaited):
+			failed = append(failed, fmt.Sprintf("node %s: %v", urls[i].opts.Addr, err))
+		}
+	}
+	if ok >= quorum {
+		for _, f := range failed {
+			x.notef("%s (a quorum answered: going on)", f)
+		}
+		return nil
+	}
+	return fmt.Errorf("exec: only %d of %d nodes answered PING, quorum is %d: %s", ok, len(urls), quorum, strings.Join(failed, "; "))
+}
+
+// notAcquired turns a failed acquire into exec's error: a signal, the conflict code when
+// the lock is held elsewhere, or a failure when too few nodes answer to tell.
+func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalClient, err error) error {
+	cfg := x.cfg
+	cause := context.Cause(acqCtx)
+	if intr, ok := errors.AsType[*interrupted](cause); ok {
+		return x.interruptedErr(intr)
+	}
+	how := "--wait 0"
+	if cfg.wait > 0 {
+		how = fmt.Sprintf("waited %v", cfg.wait)
+	}
+	// Say who holds it: one more read of every node, with a client that waits longer for
+	// each node than the acquire did, so that a slow node is not mistaken for a dead one.
+	dc, derr := redlock.New(clients, redlock.WithNodeTimeout(max(cfg.nodeTimeout, diagnoseTimeout)), redlock.WithAmnesiaTolerance(cfg.amnesia))
+	if derr != nil {
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %q not acquired (%s): %s", cfg.key, how, bare(err))}
+	}
+	defer dc.Close()
+	st, serr := dc.Status(context.WithoutCancel(acqCtx), cfg.key)
+	switch {
+	case serr != nil:
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %q not acquired (%s): %s", cfg.key, how, bare(err))}
+	case answered(st) < st.Quorum:
+		var failed []string
+		for _, ns := range st.Nodes {
+			if ns.Err != nil {
+				failed = append(failed, fmt.Sprintf("node %s: %s", ns.Addr, nodeErrText(ns.Err)))
+			}
+		}
+		return fmt.Errorf("exec: lock %q not acquired: only %d of %d nodes answered, quorum is %d; %s",
+			cfg.key, answered(st), len(st.Nodes), st.Quorum, strings.Join(failed, "; "))
+	case !st.HeldByQuorum():
+		// Free now: the holder let go just after our attempt, or the attempt failed for
+		// another reason (a split vote, slow nodes); its own error says which.
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %q not acquired (%s): %s; the attempt: %s",
+			cfg.key, how, describeHolder(st), bare(err))}
+	}
+	return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %q not acquired (%s): %s", cfg.key, how, describeHolder(st))}
+}
+
+func (x *execRun) interruptedErr(intr *interrupted) error {
+	return &exitError{code: 128 + signalNumber(intr.sig),
+		err: fmt.Errorf("exec: %s while waiting for lock %q; the command did not run", intr, x.cfg.key)}
+}
+
+// notef prints a notice on stderr with --verbose.
+func (x *execRun) notef(format string, args ...any) {
+	if x.cfg.verbose {
+		fmt.Fprintf(x.e.stderr, "redlock: exec: "+format+"\n", args...)
+	}
+}
+
+// verboseLogger prints the library's log records on w, one line each, without timestamps.
+func verboseLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: slog.LevelDebug,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
+}
+
+// childResult is what happened to the command.
+type childResult struct {
+	startErr  error
+	state     *os.ProcessState
+	exitedAt  time.Time
+	lost      bool      // the lock was reported lost while the command ran
+	termAt    time.Time // when the group got SIGTERM from redlock; zero if never
+	killAt    time.Time // when the group got SIGKILL; zero if never
+	leftovers bool      // the command exited but left running processes in its group
+	stuck     bool      // processes of the group still ran killWait after SIGKILL
+}
+
+// describe says what happened to the command after the lock was lost.
+func (r *childResult) describe() string {
+	if r.state == nil {
+		return "the command's status is unknown"
+	}
+	_, what := exitStatus(r.state)
+	var s string
+	switch {
+	case r.termAt.IsZero() || r.exitedAt.Before(r.termAt):
+		if rest, ok := strings.CutPrefix(what, "was "); ok {
+			s = "the command had already been " + rest
+		} else {
+			s = "the command had already " + what
+		}
+	case !r.killAt.IsZero() && !r.exitedAt.Before(r.killAt):
+		s = fmt.Sprintf("the command got SIGTERM, then SIGKILL %v later, and %s", r.killAt.Sub(r.termAt).Round(time.Millisecond), what)
+	default:
+		s = "the command got SIGTERM and " + what
+	}
+	if !r.killAt.IsZero() && r.exitedAt.Before(r.killAt) {
+		s += fmt.Sprintf("; the rest of its process group got SIGKILL %v after SIGTERM", r.killAt.Sub(r.termAt).Round(time.Millisecond))
+	}
+	if r.stuck {
+		s += fmt.Sprintf("; some of its processes were still there %v after SIGKILL", killWait)
+	}
+	return s
+}
+
+// supervise starts the command and waits until it has exited and its process group is
+// empty. Meanwhile it forwards the signals from fwd to the group and, when fctx ends (the
+// lock is being lost), sends the group SIGTERM and then SIGKILL, the latter no later than
+// killSafety(ttl) before the lock's validity deadline. It returns only once the command has
+// been reaped.
+func (x *execRun) supervise(fctx context.Context, l *redlock.Lock, fwd <-chan os.Signal) *childResult {
+	cfg := x.cfg
+	res := &childResult{}
+	cmd := exec.Command(cfg.path, cfg.argv[1:]...)
+	cmd.Args[0] = cfg.argv[0]
+	cmd.Env = append(os.Environ(), "REDLOCK_KEY="+l.Key(), "REDLOCK_TOKEN="+l.Token().String())
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, x.e.stdout, x.e.stderr
+	tty, foreground := foregroundTTY()
+	cmd.SysProcAttr = childSysProcAttr(foreground, tty)
+	if err := cmd.Start(); err != nil {
+		res.startErr = err
+		return res
+	}
+	pgid := cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() { // owned here: every return below comes after exited is closed
+		_ = cmd.Wait()
+		close(exited)
+	}()
+
+	var (
+		done    = (<-chan struct{})(exited)
+		lost    = fctx.Done()
+		killC   <-chan time.Time
+		pollC   <-chan time.Time
+		killTm  *time.Timer
+		killDue time.Time // when SIGKILL is due; zero until SIGTERM was sent
+	)
+	defer func() {
+		if killTm != nil {
+			killTm.Stop()
+		}
+	}()
+	// terminate sends SIGTERM to the group once, and arms SIGKILL for at (or keeps an
+	// earlier one).
+	terminate := func(at time.Time) {
+		now := time.Now()
+		if res.termAt.IsZero() {
+			res.termAt = now
+			_ = signalGroup(pgid, syscall.SIGTERM)
+		}
+		if !res.killAt.IsZero() || (!killDue.IsZero() && !at.Before(killDue)) {
+			return // SIGKILL sent already, or due no later than at
+		}
+		if killTm != nil {
+			killTm.Stop()
+		}
+		killDue = at
+		killTm = time.NewTimer(at.Sub(now))
+		killC = killTm.C
+	}
+	kill := func() {
+		killC = nil
+		res.killAt = time.Now()
+		x.notef("sending SIGKILL to the command's process group")
+		_ = signalGroup(pgid, syscall.SIGKILL)
+	}
+	var ticker *time.Ticker
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	for {
+		// An overdue SIGKILL goes first: after a scheduling delay several events may be
+		// ready at once, and select would pick one of them at random.
+		if !killDue.IsZero() && res.killAt.IsZero() && !time.Now().Before(killDue) {
+			kill()
+		}
+		select {
+		case s := <-fwd:
+			x.notef("forwarding %s to the command", signalName(s))
+			_ = signalGroup(pgid, s)
+		case <-lost:
+			lost = nil
+			res.lost = true
+			at := time.Now().Add(cfg.grace)
+			if last := l.Until().Add(-killSafety(cfg.ttl)); last.Before(at) {
+				at = last // the renewer was late: keep SIGKILL ahead of the deadline
+			}
+			x.notef("lock lost: sending SIGTERM to the command, SIGKILL in %v", time.Until(at).Round(time.Millisecond))
+			terminate(at)
+		case <-done:
+			done = nil
+			res.state, res.exitedAt = cmd.ProcessState, time.Now()
+			if foreground {
+				restoreForeground(tty)
+			}
+			if !groupAlive(pgid) {
+				return res
+			}
+			res.leftovers = true
+			if res.termAt.IsZero() {
+				fmt.Fprintf(x.e.stderr, "redlock: exec: the command exited but left processes running in its process group; "+
+					"sending them SIGTERM (SIGKILL in %v) before releasing the lock\n", cfg.grace)
+				terminate(time.Now().Add(cfg.grace))
+			}
+			ticker = time.NewTicker(groupPoll)
+			pollC = ticker.C
+		case <-pollC:
+			if !groupAlive(pgid) {
+				return res
+			}
+			if !res.killAt.IsZero() && time.Since(res.killAt) > killWait {
+				res.stuck = true
+				return res
+			}
+		case <-killC:
+			if res.killAt.IsZero() {
+				kill()
+			}
+		}
+	}
+}
+
+// router owns the signals exec receives. While the lock is being acquired, a signal (or the
+// end of --wait) aborts the acquire; once the command runs, signals are passed on through
+// fwd. begin switches from the first phase to the second, atomically with respect to an
+// abort, so a signal is never both lost and acted on.
+type router struct {
+	in    chan os.Signal
+	fwd   chan os.Signal
+	abort context.CancelCauseFunc
+
+	mu      sync.Mutex
+	running bool // begin succeeded
+	aborted bool // the acquire was aborted
+
+	quit chan struct{}
+	done chan struct{}
+}
+
+// startRouter subscribes to the forwarded signals and starts the routing goroutine, which
+// also ends the acquire when wait (if > 0) runs out. Call stop when done.
+func startRouter(abort context.CancelCauseFunc, wait time.Duration) *router {
+	r := &router{
+		in:    make(chan os.Signal, len(forwardedSignals)),
+		fwd:   make(chan os.Signal, 16),
+		abort: abort,
+		quit:  make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	// A signal ignored when redlock started stays ignored, for redlock and for the command
+	// (which inherits the disposition): "nohup redlock exec ..." must not pass a hangup on.
+	// Subscribing to it would un-ignore it. (SIGINT and SIGTERM are already subscribed to
+	// by main, so they are never found ignored here.)
+	var sigs []os.Signal
+	for _, s := range forwardedSignals {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	signal.Notify(r.in, sigs...)
+	var timeout <-chan time.Time
+	var t *time.Timer
+	if wait > 0 {
+		t = time.NewTimer(wait)
+		timeout = t.C
+	}
+	go func() {
+		defer close(r.done)
+		if t != nil {
+			defer t.Stop()
+		}
+		for {
+			select {
+			case s := <-r.in:
+				r.deliver(s)
+			case <-timeout:
+				r.giveUp(errWaitExpired)
+			case <-r.quit:
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *router) deliver(s os.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.running:
+		select {
+		case r.fwd <- s:
+		default: // 16 undelivered signals pending: the command has plenty to act on
+		}
+	case !r.aborted:
+		r.aborted = true
+		r.abort(&interrupted{sig: s})
+	}
+}
+
+func (r *router) giveUp(cause error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running && !r.aborted {
+		r.aborted = true
+		r.abort(cause)
+	}
+}
+
+// begin reports whether the command may start: false when the acquire was aborted first.
+func (r *router) begin() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.aborted {
+		return false
+	}
+	r.running = true
+	return true
+}
+
+// stop unsubscribes from the signals and waits for the routing goroutine.
+func (r *router) stop() {
+	signal.Stop(r.in)
+	close(r.quit)
+	<-r.done
+}

@@ -1,0 +1,13 @@
+//go:build !unix
+
+package main
+
+import (
+	"context"
+	"errors"
+)
+
+// runExec is not available here: exec relies on process groups and POSIX signals.
+func runExec(context.Context, *env, []string) error {
+	return errors.New("exec: not supported on this operating system (it needs process groups and POSIX signals)")
+}

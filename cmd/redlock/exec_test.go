@@ -1,0 +1,702 @@
+//go:build unix
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Every test here runs the built binary against real redis-server nodes. The commands run
+// under the lock are small sh scripts that leave files in a test directory ($D); the tests
+// synchronise on those files appearing, and on exit codes, with deadlines.
+
+// TestExecRaceWaitZero starts two exec processes for one key at the same moment: one runs
+// its command, the other exits at once with the not-acquired code. Two simultaneous
+// attempts can also split the vote so that neither gets a quorum (Redlock's liveness
+// caveat); then both exit with the code and the race is run again.
+func TestExecRaceWaitZero(t *testing.T) {
+	t.Parallel()
+	_, nodes := startCluster(t, 5)
+	script := childScript(`echo "$REDLOCK_TOKEN" > "$D/ran.$$"; while [ ! -e "$D/go" ]; do sleep 0.01; done`)
+	for round := range 5 {
+		dir := t.TempDir()
+		killLeftovers(t, dir)
+		key := fmt.Sprintf("race-%d", round)
+		ran := func() []string {
+			m, _ := filepath.Glob(filepath.Join(dir, "ran.*"))
+			return m
+		}
+		a := startBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c", script, "sh", dir)
+		b := startBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c", script, "sh", dir)
+		waitFor(t, 20*time.Second, "one command running and the other redlock gone, or both gone", func() bool {
+			return (a.exited() && b.exited()) || (len(ran()) == 1 && (a.exited() || b.exited()))
+		})
+		if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ca, cb := a.wait(t, 20*time.Second), b.wait(t, 20*time.Second)
+		if n := len(ran()); n > 1 {
+			t.Fatalf("round %d: %d commands ran under one lock", round, n)
+		}
+		if ca == defaultConflictExitCode && cb == defaultConflictExitCode && len(ran()) == 0 {
+			t.Logf("round %d: split vote, both refused (%q, %q); racing again", round, a.stderr.String(), b.stderr.String())
+			continue
+		}
+		winner, loser, wc, lc := a, b, ca, cb
+		if cb == 0 {
+			winner, loser, wc, lc = b, a, cb, ca
+		}
+		if wc != 0 || lc != defaultConflictExitCode || len(ran()) != 1 {
+			t.Fatalf("round %d: exit codes %d and %d with %d commands run, want 0 and %d with 1; stderr %q and %q",
+				round, ca, cb, len(ran()), defaultConflictExitCode, a.stderr.String(), b.stderr.String())
+		}
+		requireOneLine(t, loser.stderr.String(), `lock "`+key+`" not acquired (--wait 0)`, "held by ")
+		if s := winner.stderr.String(); s != "" {
+			t.Errorf("the winner wrote on stderr: %q", s)
+		}
+		if tok := readTrim(ran()[0]); tok == "" {
+			t.Error("the command got no REDLOCK_TOKEN")
+		}
+		return
+	}
+	t.Fatal("five split votes in a row")
+}
+
+// evalshaCalls returns how many EVALSHA commands a node has run: every acquire attempt
+// sends one to every node, so its growth shows that a waiting exec keeps trying.
+func evalshaCalls(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	info, err := c.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("INFO commandstats: %v", err)
+	}
+	for line := range strings.Lines(info) {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			n, _ := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			return n
+		}
+	}
+	return 0
+}
+
+// TestExecWait checks --wait: an exec that is interrupted while waiting exits 128+2 without
+// running its command; one that keeps waiting runs its command only after the holder's
+// command has finished, with a larger token.
+func TestExecWait(t *testing.T) {
+	t.Parallel()
+	cluster, nodes := startCluster(t, 5)
+	node0 := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0]})
+	defer node0.Close()
+	dir := t.TempDir()
+	killLeftovers(t, dir)
+	const key = "wait"
+
+	holder := startBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c",
+		childScript(`echo "$REDLOCK_TOKEN" > "$D/a.token"; while [ ! -e "$D/go" ]; do sleep 0.01; done; echo done > "$D/a.done"`), "sh", dir)
+	waitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "a.token")) })
+
+	// waitTries starts an exec with --wait and returns once it has been refused twice.
+	waitTries := func(marker string) *proc {
+		before := evalshaCalls(t, node0)
+		p := startBin(t, nil, "exec", "--nodes", nodes, "--wait", "20s", key, "--", "sh", "-c",
+			childScript(`if [ -e "$D/a.done" ]; then echo after > "$D/`+marker+`"; else echo overlap > "$D/`+marker+`"; fi; echo "$REDLOCK_TOKEN" > "$D/`+marker+`.token"`), "sh", dir)
+		waitFor(t, 15*time.Second, "the waiting exec to be refused twice", func() bool {
+			return p.exited() || evalshaCalls(t, node0) >= before+2
+		})
+		if p.exited() {
+			t.Fatalf("the waiting exec exited while the lock was held: code %d, stderr %q", p.wait(t, 0), p.stderr.String())
+		}
+		return p
+	}
+
+	interrupted := waitTries("interrupted")
+	if err := interrupted.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := interrupted.wait(t, 10*time.Second); code != 128+int(syscall.SIGINT) {
+		t.Errorf("exec interrupted while waiting: exit code %d, want %d; stderr %q", code, 128+int(syscall.SIGINT), interrupted.stderr.String())
+	}
+	requireOneLine(t, interrupted.stderr.String(), `interrupted by SIGINT while waiting for lock "wait"; the command did not run`)
+	if fileExists(filepath.Join(dir, "interrupted")) {
+		t.Error("the interrupted exec ran its command")
+	}
+
+	waiter := waitTries("waiter")
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := holder.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("holder: exit code %d, stderr %q", code, holder.stderr.String())
+	}
+	if code := waiter.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("waiter: exit code %d, stderr %q", code, waiter.stderr.String())
+	}
+	if got := readTrim(filepath.Join(dir, "waiter")); got != "after" {
+		t.Errorf("the waiter's command saw the holder's command %q, want it after the holder's end", got)
+	}
+	a, _ := strconv.ParseUint(readTrim(filepath.Join(dir, "a.token")), 10, 64)
+	b, _ := strconv.ParseUint(readTrim(filepath.Join(dir, "waiter.token")), 10, 64)
+	if a == 0 || b <= a {
+		t.Errorf("tokens: holder %d, waiter %d; want 0 < holder < waiter", a, b)
+	}
+}
+
+// TestExecTokensIncrease runs exec three times in a row on one key: REDLOCK_TOKEN strictly
+// increases, REDLOCK_KEY names the key, the command's stdout is redlock's stdout, and the
+// nodes' fence counters end at the last token.
+func TestExecTokensIncrease(t *testing.T) {
+	t.Parallel()
+	_, nodes := startCluster(t, 5)
+	const key = "tokens"
+	var tokens []uint64
+	for range 3 {
+		code, out, errOut := runBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c", `echo "$REDLOCK_KEY $REDLOCK_TOKEN"`)
+		if code != 0 || errOut != "" {
+			t.Fatalf("exit code %d, stderr %q", code, errOut)
+		}
+		k, tok, ok := strings.Cut(strings.TrimSpace(out), " ")
+		n, err := strconv.ParseUint(tok, 10, 64)
+		if !ok || k != key || err != nil {
+			t.Fatalf("command printed %q, want %q and a token", out, key+" <token>")
+		}
+		tokens = append(tokens, n)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("tokens %v do not strictly increase", tokens)
+		}
+	}
+	doc := statusJSON(t, nodes, key, 0)
+	last := tokens[len(tokens)-1]
+	if doc.State != "free" || doc.NextTokenAtLeast != last+1 {
+		t.Errorf("status after the runs: state %q, next token %d; want free, %d", doc.State, doc.NextTokenAtLeast, last+1)
+	}
+	for _, n := range doc.Nodes {
+		if n.Counter != last {
+			t.Errorf("node %d: fence counter %d, want the last token %d", n.Node, n.Counter, last)
+		}
+	}
+}
+
+// statusJSON runs "status --json" and decodes its output; wantCode is the expected exit code.
+func statusJSON(t *testing.T, nodes, key string, wantCode int) statusDoc {
+	t.Helper()
+	code, out, errOut := runBin(t, nil, "status", "--json", "--nodes", nodes, key)
+	if code != wantCode {
+		t.Fatalf("status --json: exit code %d, want %d; stderr %q", code, wantCode, errOut)
+	}
+	var doc statusDoc
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("status --json output does not decode: %v\n%s", err, out)
+	}
+	return doc
+}
+
+// TestExecSignals sends signals to a running exec: they reach the command, redlock exits
+// with the command's status, and the lock is free afterwards.
+func TestExecSignals(t *testing.T) {
+	t.Parallel()
+	_, nodes := startCluster(t, 5)
+	for _, tc := range []struct {
+		name   string
+		sig    syscall.Signal
+		script string
+		want   int
+		marker string
+	}{
+		{"SIGTERM trapped by the command", syscall.SIGTERM,
+			`trap 'echo TERM > "$D/marker"; exit 42' TERM; touch "$D/started"; while :; do sleep 0.01; done`, 42, "TERM"},
+		{"SIGINT kills the command", syscall.SIGINT,
+			`touch "$D/started"; while :; do sleep 0.01; done`, 128 + int(syscall.SIGINT), ""},
+		{"SIGHUP trapped by the command", syscall.SIGHUP,
+			`trap 'echo HUP > "$D/marker"; exit 3' HUP; touch "$D/started"; while :; do sleep 0.01; done`, 3, "HUP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			killLeftovers(t, dir)
+			key := "signal-" + strconv.Itoa(int(tc.sig))
+			p := startBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c", childScript(tc.script), "sh", dir)
+			waitFor(t, 15*time.Second, "the command to start", func() bool { return fileExists(filepath.Join(dir, "started")) })
+			if err := p.cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.wait(t, 15*time.Second); code != tc.want {
+				t.Fatalf("exit code %d, want %d; stderr %q", code, tc.want, p.stderr.String())
+			}
+			if s := redlockLines(p.stderr.String()); s != "" {
+				t.Errorf("redlock wrote %q on stderr, want nothing: the command's status is the answer", s)
+			}
+			if got := readTrim(filepath.Join(dir, "marker")); got != tc.marker {
+				t.Errorf("the command recorded %q, want %q", got, tc.marker)
+			}
+			if doc := statusJSON(t, nodes, key, 0); doc.State != "free" || doc.Holder != "" {
+				t.Errorf("after exec exited: state %q, holder %q; want the lock free", doc.State, doc.Holder)
+			}
+			if code, _, errOut := runBin(t, nil, "exec", "--nodes", nodes, key, "--", "true"); code != 0 {
+				t.Errorf("a new exec --wait 0 after release: exit code %d, stderr %q", code, errOut)
+			}
+		})
+	}
+}
+
+// TestExecKeepsIgnoredSignals runs exec as nohup would, with SIGHUP ignored: the command
+// inherits the ignored SIGHUP (redlock does not un-ignore it by subscribing to it).
+func TestExecKeepsIgnoredSignals(t *testing.T) {
+	t.Parallel()
+	_, nodes := startCluster(t, 3)
+	code, out, errOut := runBin(t, nil, "exec", "--nodes", nodes, "nohup", "--", "sh", "-c", `grep '^SigIgn:' /proc/$$/status`)
+	if code != 0 {
+		t.Fatalf("exit code %d, stderr %q", code, errOut)
+	}
+	sigIgn := func(out string) uint64 {
+		mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(out, "SigIgn:")), 16, 64)
+		if err != nil {
+			t.Fatalf("SigIgn line %q: %v", out, err)
+		}
+		return mask
+	}
+	hup := uint64(1) << (syscall.SIGHUP - 1)
+	if sigIgn(out)&hup != 0 {
+		t.Fatalf("SIGHUP ignored by the command although nobody ignored it: %q", out)
+	}
+	// The same through a shell that ignores SIGHUP before it execs redlock.
+	code, out, errOut = runProc(t, nil, "sh", "-c", `trap '' HUP; exec "$0" exec --nodes "$1" nohup -- sh -c 'grep "^SigIgn:" /proc/$$/status'`, redlockBin(t), nodes)
+	if code != 0 {
+		t.Fatalf("under trap '' HUP: exit code %d, stderr %q", code, errOut)
+	}
+	if sigIgn(out)&hup == 0 {
+		t.Errorf("SIGHUP was ignored by redlock's caller but not by the command: %q", out)
+	}
+}
+
+// TestExecStopsLeftovers runs a command that exits while a process it started in the
+// background ignores SIGTERM: redlock says so, kills it after --grace, and only then
+// releases the lock, with the command's own exit status.
+func TestExecStopsLeftovers(t *testing.T) {
+	t.Parallel()
+	_, nodes := startCluster(t, 3)
+	dir := t.TempDir()
+	killLeftovers(t, dir)
+	script := childScript(`(trap '' TERM; exec sleep 30) & echo $! > "$D/bg"; exit 7`)
+	code, out, errOut := runBin(t, nil, "exec", "--nodes", nodes, "--ttl", "2s", "--grace", "300ms", "leftovers", "--", "sh", "-c", script, "sh", dir)
+	if code != 7 {
+		t.Fatalf("exit code %d, want the command's 7; stderr %q", code, errOut)
+	}
+	requireOneLine(t, errOut, "left processes running in its process group", "SIGKILL in 300ms")
+	if out != "" {
+		t.Errorf("stdout %q", out)
+	}
+	pid, err := strconv.Atoi(readTrim(filepath.Join(dir, "bg")))
+	if err != nil {
+		t.Fatalf("background pid: %v", err)
+	}
+	if processRuns(pid) {
+		t.Errorf("the background process %d still runs after redlock released the lock", pid)
+	}
+}
+
+// processRuns reports whether pid is a live process (not a zombie).
+func processRuns(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// TestExecLockLostWhenMajorityStops stops 3 of 5 nodes while the command runs. No renewal
+// can reach a quorum any more, so the command's process group must get SIGTERM at least
+// --grace before the lock's keys can expire on the stopped nodes, and be dead (SIGKILL for
+// a process that ignores SIGTERM) before that deadline too. redlock then exits with the
+// lock-lost code. Not parallel: it measures timing.
+func TestExecLockLostWhenMajorityStops(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("needs /proc")
+	}
+	cluster, nodes := startCluster(t, 5)
+	dir := t.TempDir()
+	killLeftovers(t, dir)
+	const (
+		key   = "lost"
+		ttl   = 3 * time.Second
+		grace = 300 * time.Millisecond
+	)
+	// The command traps SIGTERM and creates a file when it comes; a background loop in its
+	// group ignores SIGTERM and appends to a file every 10 ms until SIGKILL ends it. The
+	// files' modification times are the timestamps: shell builtins only, no fork that a
+	// busy machine could delay past the SIGKILL.
+	script := childScript(`
+trap ': > "$D/term"; exit 143' TERM
+(trap '' TERM; while :; do echo x >> "$D/alive"; sleep 0.01; done) &
+echo "$REDLOCK_TOKEN" > "$D/started"
+while :; do sleep 0.01; done`)
+	p := startBin(t, nil, "exec", "--nodes", nodes, "--ttl", ttl.String(), "--grace", grace.String(), key, "--", "sh", "-c", script, "sh", dir)
+	waitFor(t, 15*time.Second, "the command to start", func() bool { return fileExists(filepath.Join(dir, "started")) })
+
+	stop := cluster.Nodes()[:3]
+	var clients []*redis.Client
+	for _, a := range cluster.Addrs() {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	t.Cleanup(func() {
+		for _, n := range stop {
+			_ = n.Resume()
+		}
+	})
+	// The deadline: nobody else can acquire the lock while a quorum of nodes (3 of 5) still
+	// holds our key, so it is the 3rd latest expiry of the key across the nodes, as of the
+	// moment the nodes are stopped (later extends all fail: they only reach 2 nodes). One
+	// node may lag a renewal behind (its extend was still on the way when a quorum had
+	// confirmed); that does not move the deadline.
+	//
+	// The nodes are stopped right after a quorum got the key's latest write (the acquire or
+	// a renewal, one every ttl/3 = 1s), so that no renewal can land between reading the
+	// expiries and stopping the nodes.
+	var deadline int64 // Unix milliseconds
+	var readAt time.Time
+	waitFor(t, 10*time.Second, "a fresh write of the key on a quorum", func() bool {
+		var exps []int64
+		for _, c := range clients {
+			exp, err := c.Do(t.Context(), "PEXPIRETIME", key).Int64()
+			if err != nil {
+				return false
+			}
+			exps = append(exps, exp)
+		}
+		slices.Sort(exps)
+		deadline = exps[len(exps)-3]
+		readAt = time.Now()
+		return deadline > 0 && readAt.UnixMilli()-(deadline-ttl.Milliseconds()) < 150
+	})
+	lastWrite := deadline - ttl.Milliseconds()
+	for _, n := range stop {
+		if err := n.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pausedAt := time.Now()
+	if gap := pausedAt.Sub(readAt); gap > 500*time.Millisecond { // renewals come every ttl/3 = 1s
+		t.Skipf("the test was descheduled for %v between reading the expiry and stopping the nodes; a renewal may have landed, so the deadline is unknown", gap)
+	}
+
+	code := p.wait(t, 20*time.Second)
+	if code != defaultLostExitCode {
+		t.Fatalf("exit code %d, want the lock-lost code %d; stderr %q", code, defaultLostExitCode, p.stderr.String())
+	}
+	requireOneLine(t, redlockLines(p.stderr.String()), `lock "lost" lost while the command ran`, "got SIGTERM", "exited with status 143", "SIGKILL")
+	termAt, lastAlive := modTime(t, filepath.Join(dir, "term")), modTime(t, filepath.Join(dir, "alive"))
+	expiry := time.UnixMilli(deadline)
+	t.Logf("stopped 3 nodes %v after the key's last write; SIGTERM %v after that, %v before the keys' expiry; last sign of life %v before it; redlock exited %v after SIGTERM",
+		pausedAt.Sub(time.UnixMilli(lastWrite)).Round(time.Millisecond), termAt.Sub(pausedAt).Round(time.Millisecond),
+		expiry.Sub(termAt).Round(time.Millisecond), expiry.Sub(lastAlive).Round(time.Millisecond), p.exitAt.Sub(termAt).Round(time.Millisecond))
+	if termAt.Before(pausedAt) {
+		t.Errorf("SIGTERM came %v before the nodes were stopped", pausedAt.Sub(termAt))
+	}
+	if !termAt.Add(grace).Before(expiry) {
+		t.Errorf("SIGTERM came %v before the keys' expiry on the stopped nodes, want at least --grace %v", expiry.Sub(termAt), grace)
+	}
+	if !lastAlive.Before(expiry) {
+		t.Errorf("a process of the command's group was alive %v after the keys' expiry", lastAlive.Sub(expiry))
+	}
+	pgids, _ := filepath.Glob(filepath.Join(dir, "pgid.*"))
+	for _, f := range pgids {
+		if pgid, _ := strconv.Atoi(readTrim(f)); pgid > 0 && groupAlive(pgid) {
+			t.Errorf("the command's process group %d still has live processes", pgid)
+		}
+	}
+}
+
+// modTime returns a file's modification time, failing the test if it does not exist.
+func modTime(t *testing.T, path string) time.Time {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("%s: %v", filepath.Base(path), err)
+	}
+	return fi.ModTime()
+}
+
+// TestStatusMatchesNodes compares status, plain and --json, with what the nodes hold,
+// read directly: while exec holds the lock, after it released it, and with nodes down.
+func TestStatusMatchesNodes(t *testing.T) {
+	t.Parallel()
+	cluster, nodes := startCluster(t, 5)
+	dir := t.TempDir()
+	killLeftovers(t, dir)
+	const key = "status"
+	fence := "redlock:fence:{" + key + "}"
+	clients := make([]*redis.Client, 5)
+	for i, a := range cluster.Addrs() {
+		clients[i] = redis.NewClient(&redis.Options{Addr: a})
+		defer clients[i].Close()
+	}
+	holder := startBin(t, nil, "exec", "--nodes", nodes, "--ttl", "1m", key, "--", "sh", "-c",
+		childScript(`echo "$REDLOCK_TOKEN" > "$D/token"; while [ ! -e "$D/go" ]; do sleep 0.01; done`), "sh", dir)
+	waitFor(t, 15*time.Second, "the holder's command to start", func() bool { return readTrim(filepath.Join(dir, "token")) != "" })
+	token, _ := strconv.ParseUint(readTrim(filepath.Join(dir, "token")), 10, 64)
+
+	type nodeState struct {
+		holder  string
+		pttl    time.Duration
+		counter uint64
+	}
+	read := func() []nodeState {
+		var s []nodeState
+		for i, c := range clients {
+			h, err := c.Get(t.Context(), key).Result()
+			if err != nil && err != redis.Nil {
+				t.Fatalf("node %d: GET: %v", i, err)
+			}
+			pttl, _ := c.PTTL(t.Context(), key).Result()
+			ctr, _ := c.Get(t.Context(), fence).Uint64()
+			s = append(s, nodeState{h, pttl, ctr})
+		}
+		return s
+	}
+
+	// A quorum was enough for the acquire; a slow node may get its key a moment later.
+	waitFor(t, 10*time.Second, "the key on every node", func() bool {
+		for _, s := range read() {
+			if s.holder == "" {
+				return false
+			}
+		}
+		return true
+	})
+	// Held. No renewal happens during the test (ttl 1m, renewals every 20s), so every
+	// TTL status reports lies between the TTLs read before and after it.
+	before := read()
+	doc := statusJSON(t, nodes, key, 0)
+	code, out, errOut := runBin(t, nil, "status", "--nodes", nodes, key)
+	after := read()
+	if code != 0 || errOut != "" {
+		t.Fatalf("status: exit code %d, stderr %q", code, errOut)
+	}
+	id := before[0].holder
+	if id == "" || doc.State != "held" || doc.Holder != id || doc.HolderNodes != 5 || doc.Answered != 5 ||
+		doc.Quorum != 3 || doc.Total != 5 || doc.Key != key || doc.NextTokenAtLeast != token+1 {
+		t.Errorf("status --json summary %+v; want held by %q on 5 of 5, quorum 3, next token %d", doc, id, token+1)
+	}
+	for i, n := range doc.Nodes {
+		b, a := before[i], after[i]
+		if n.Node != i || n.Addr != cluster.Addrs()[i] || !n.Answered || n.Error != "" || n.Holder != b.holder || n.Holder != a.holder ||
+			n.Counter != b.counter || n.Counter != token {
+			t.Errorf("node %d: status %+v; nodes hold %q, counter %d; token %d", i, n, b.holder, b.counter, token)
+		}
+		if ttl := time.Duration(n.TTLMillis) * time.Millisecond; ttl > b.pttl || ttl < a.pttl-time.Millisecond {
+			t.Errorf("node %d: status TTL %v outside [%v, %v] read around it", i, ttl, a.pttl, b.pttl)
+		}
+	}
+	short := id[:8]
+	for i, addr := range cluster.Addrs() {
+		row := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +%s +yes +%s +[0-9.]+m?s +%d *$`, i, regexp.QuoteMeta(addr), short, token))
+		if !row.MatchString(out) {
+			t.Errorf("table lacks a row for node %d (%s) with holder %s and counter %d:\n%s", i, addr, short, token, out)
+		}
+	}
+	for _, want := range []string{`lock "status" on 5 nodes, quorum 3`, "held by " + short + " on 5 of 5 nodes, for about ",
+		fmt.Sprintf("next token: at least %d", token+1)} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Released.
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := holder.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("holder: exit code %d, stderr %q", code, holder.stderr.String())
+	}
+	doc = statusJSON(t, nodes, key, 0)
+	if doc.State != "free" || doc.Holder != "" || doc.HolderNodes != 0 || doc.TTLMillis != 0 || doc.NextTokenAtLeast != token+1 {
+		t.Errorf("after release: %+v; want free, next token %d", doc, token+1)
+	}
+	for i, s := range read() {
+		if s.holder != "" || doc.Nodes[i].Holder != "" || doc.Nodes[i].Counter != s.counter {
+			t.Errorf("node %d after release: status %+v, node holds %q counter %d", i, doc.Nodes[i], s.holder, s.counter)
+		}
+	}
+
+	// Nodes down: one is tolerated, three are not.
+	down := cluster.Nodes()
+	if err := down[4].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	doc = statusJSON(t, nodes, key, 0)
+	if doc.Answered != 4 || doc.Nodes[4].Answered || doc.Nodes[4].Error == "" || doc.State != "free" {
+		t.Errorf("one node down: %+v", doc)
+	}
+	for _, n := range down[2:4] {
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut = runBin(t, nil, "status", "--nodes", nodes, key)
+	if code != exitFail {
+		t.Errorf("three nodes down: exit code %d, want %d", code, exitFail)
+	}
+	requireOneLine(t, errOut, "only 2 of 5 nodes answered, quorum is 3", "unknown")
+	downRow := regexp.MustCompile(`(?m)^[234] +\S+ +no +- +- +- +\S.*$`)
+	if !strings.Contains(out, "unknown: only 2 of 5 nodes answered") || !strings.Contains(out, "next token: unknown") ||
+		len(downRow.FindAllString(out, -1)) != 3 {
+		t.Errorf("table with three nodes down:\n%s", out)
+	}
+	doc = statusJSON(t, nodes, key, exitFail)
+	if doc.State != "unknown" || doc.Answered != 2 || doc.NextTokenAtLeast != 0 {
+		t.Errorf("three nodes down, --json: %+v", doc)
+	}
+}
+
+// TestExecNodesDown checks the failures that involve nodes: a quorum unreachable before
+// the attempt is a one-line failure (exit 1), a minority down is no obstacle.
+func TestExecNodesDown(t *testing.T) {
+	t.Parallel()
+	cluster, nodes := startCluster(t, 5)
+	down := cluster.Nodes()
+	if err := down[0].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runBin(t, nil, "exec", "--nodes", nodes, "k", "--", "echo", "ran")
+	if code != 0 || out != "ran\n" || errOut != "" {
+		t.Errorf("one node of 5 down: exit code %d, stdout %q, stderr %q; want the command to run", code, out, errOut)
+	}
+	for _, n := range down[1:3] {
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut = runBin(t, []string{nodesEnv + "=" + nodes}, "exec", "k", "--", "echo", "ran")
+	if code != exitFail || out != "" {
+		t.Errorf("three nodes of 5 down: exit code %d, stdout %q; want %d and no command", code, out, exitFail)
+	}
+	requireOneLine(t, errOut, "only 2 of 5 nodes answered PING, quorum is 3", down[0].Addr())
+}
+
+// TestExecCommandLine checks the command-line errors, in-process: each is one line on
+// stderr with exit code 2 (usage), 1 (failure) or 126/127 (command), and none contacts a
+// node or runs anything.
+func TestExecCommandLine(t *testing.T) {
+	closed := closedAddr(t)
+	noExec := filepath.Join(t.TempDir(), "script")
+	if err := os.WriteFile(noExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodesOK := []string{"exec", "--nodes", "redis://" + closed}
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		args []string
+		code int
+		want string
+	}{
+		{"no dashes", nil, []string{"exec", "k", "true"}, exitUsage, `missing "--" before the command`},
+		{"no key", nil, []string{"exec", "--", "true"}, exitUsage, "missing KEY"},
+		{"two keys", nil, []string{"exec", "k", "j", "--", "true"}, exitUsage, `unexpected argument "j" before "--"`},
+		{"no command", nil, []string{"exec", "k", "--"}, exitUsage, `missing the command after "--"`},
+		{"unknown flag", nil, []string{"exec", "--bogus", "k", "--", "true"}, exitUsage, "flag provided but not defined: -bogus"},
+		{"bad duration", nil, []string{"exec", "--ttl", "soon", "k", "--", "true"}, exitUsage, "invalid value"},
+		{"negative wait", nil, []string{"exec", "--wait", "-1s", "k", "--", "true"}, exitUsage, "--wait -1s is negative"},
+		{"zero ttl", nil, []string{"exec", "--ttl", "0", "k", "--", "true"}, exitUsage, "--ttl 0s must be positive"},
+		{"grace too long", nil, []string{"exec", "--ttl", "10s", "--grace", "5s", "k", "--", "true"}, exitUsage,
+			"--grace 5s does not fit in --ttl 10s: a lost lock's command gets SIGTERM grace + 1s before the lock's deadline, which must be at most half the ttl; use a --ttl of at least 12.5s"},
+		{"grace too long, short ttl", nil, []string{"exec", "--ttl", "1s", "--grace", "300ms", "k", "--", "true"}, exitUsage,
+			"SIGTERM grace + 250ms before the lock's deadline, which must be at most half the ttl; use a --ttl of at least 1.1s"},
+		{"negative grace", nil, []string{"exec", "--grace", "-1s", "k", "--", "true"}, exitUsage, "--grace -1s is negative"},
+		{"exit code 0", nil, []string{"exec", "--conflict-exit-code", "0", "k", "--", "true"}, exitUsage, "--conflict-exit-code 0 is outside 1..255"},
+		{"exit code 256", nil, []string{"exec", "--lost-exit-code", "256", "k", "--", "true"}, exitUsage, "--lost-exit-code 256 is outside 1..255"},
+		{"no nodes", nil, []string{"exec", "k", "--", "true"}, exitUsage, "exec: no nodes: pass --nodes"},
+		{"bad URL", nil, []string{"exec", "--nodes", "http://x:1", "k", "--", "true"}, exitFail, "--nodes: bad node URL"},
+		{"bad env URL", map[string]string{nodesEnv: "redis://a:1,,redis://b:2"}, []string{"exec", "k", "--", "true"}, exitFail, "REDLOCK_NODES: entry 2 of the node list is empty"},
+		{"unreachable", nil, append(slices.Clone(nodesOK), "k", "--", "true"), exitFail, "only 0 of 1 nodes answered PING, quorum is 1: node " + closed},
+		{"command not found", nil, append(slices.Clone(nodesOK), "k", "--", "no-such-command-xyz"), exitNotFound, `cannot run "no-such-command-xyz": executable file not found`},
+		{"command not executable", nil, append(slices.Clone(nodesOK), "k", "--", noExec), exitCannotRun, "permission denied"},
+		{"bad amnesia tolerance", nil, append(slices.Clone(nodesOK), "--amnesia-tolerance", "3", "k", "--", "true"), exitUsage, "amnesia"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := cli(t, tc.vars, tc.args...)
+			requireOneLineError(t, code, errOut, tc.code, tc.want)
+			if out != "" {
+				t.Errorf("stdout %q", out)
+			}
+		})
+	}
+}
+
+// closedAddr returns a loopback address nobody listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+func TestExecHelp(t *testing.T) {
+	code, out, errOut := cli(t, nil, "exec", "-h")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exec -h: exit code %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"usage: redlock exec [flags] KEY -- CMD [ARGS...]", "REDLOCK_TOKEN", "REDLOCK_KEY",
+		"Exit status:", "75 ", "76 ", "126, 127", "-grace duration", "-wait duration", "-conflict-exit-code", "-lost-exit-code",
+		"(default 30s)", "(default 5s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("exec -h lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestGraceFits checks the arithmetic of --grace and --ttl: the defaults fit, minTTLFor
+// is the shortest ttl that fits, and every ttl that fits leaves renew fraction + cancel
+// margin below 1, as redlock.New requires.
+func TestGraceFits(t *testing.T) {
+	fits := func(grace, ttl time.Duration) bool { return grace+killSafety(ttl) <= ttl/2 }
+	if !fits(execDefaultGrace, execDefaultTTL) {
+		t.Fatalf("default grace %v + %v does not fit in half the default ttl %v", execDefaultGrace, killSafety(execDefaultTTL), execDefaultTTL)
+	}
+	for _, tc := range []struct{ grace, safety, minTTL time.Duration }{
+		{0, 250 * time.Millisecond, 500 * time.Millisecond},
+		{100 * time.Millisecond, 250 * time.Millisecond, 700 * time.Millisecond},
+		{time.Second, 250 * time.Millisecond, 2500 * time.Millisecond},
+		{5 * time.Second, 1250 * time.Millisecond, 12500 * time.Millisecond},
+		{time.Minute, 15 * time.Second, 150 * time.Second},
+	} {
+		t.Run(tc.grace.String(), func(t *testing.T) {
+			got := minTTLFor(tc.grace)
+			if got != tc.minTTL || killSafety(got) != tc.safety {
+				t.Errorf("minTTLFor(%v) = %v with safety %v, want %v with %v", tc.grace, got, killSafety(got), tc.minTTL, tc.safety)
+			}
+			if !fits(tc.grace, got) || fits(tc.grace, got-time.Millisecond) {
+				t.Errorf("minTTLFor(%v) = %v is not the shortest ttl that fits", tc.grace, got)
+			}
+			for _, ttl := range []time.Duration{got, 2 * got, 100 * got} {
+				if m := float64(tc.grace+killSafety(ttl)) / float64(ttl); 1.0/3+m >= 1 {
+					t.Errorf("ttl %v: renew fraction 1/3 + cancel margin %v ≥ 1", ttl, m)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/quorumlock/redlock"
+)
+
+const statusAbout = `
+Reads the lock KEY on every node, changing nothing, and prints one row per node: whether
+it answered, the holder (the first 8 hex digits of the holder id), the key's remaining TTL
+and the fence counter. A summary follows: whether one holder has the key on a quorum of
+nodes, and the lowest fencing token the next holder can get.
+
+The nodes come from --nodes, else $REDLOCK_NODES. Without --json the output is a table;
+with --json it is one JSON document (see docs/cli.md for its fields).
+
+Exit status: 0 when a quorum of nodes answered, whether the lock is held or free; 1 when
+fewer did (the table or JSON is still printed, and one line on stderr says so); 2 for a
+bad command line.`
+
+// statusNodeTimeout is status's default --node-timeout: a diagnostic had better wait for a
+// slow node than report it as down, and a node that hangs costs only this once.
+const statusNodeTimeout = 2 * time.Second
+
+// cliNodeTimeout is the default --node-timeout of exec. It is longer than the
+// library's default because a CLI run opens fresh connections (its first call to a node
+// also dials and loads the scripts) and often runs on busy machines. It costs little: an
+// acquire or renewal returns as soon as a quorum agrees, so only failures wait this long.
+const cliNodeTimeout = 500 * time.Millisecond
+
+func runStatus(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("status", "[flags] KEY", statusAbout)
+	nodesFlag := fs.String("nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
+	asJSON := fs.Bool("json", false, "print one JSON document instead of the table")
+	nodeTimeout := fs.Duration("node-timeout", statusNodeTimeout, "how long to wait for each node")
+	amnesia := fs.Int("amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
+	pos, err := parseInterspersed(fs, e, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErrorf("status: want exactly one KEY, got %d arguments (run 'redlock status -h' for help)", len(pos))
+	}
+	key := pos[0]
+	if *nodeTimeout <= 0 {
+		return usageErrorf("status: --node-timeout %v must be positive", *nodeTimeout)
+	}
+	urls, _, err := realNodes(e, "status", *nodesFlag)
+	if err != nil {
+		return err
+	}
+	clients := dialNodes(urls)
+	defer closeClients(clients)
+	c, err := redlock.New(clients, redlock.WithNodeTimeout(*nodeTimeout), redlock.WithAmnesiaTolerance(*amnesia))
+	if err != nil {
+		return usageErrorf("status: %s", bare(err))
+	}
+	defer c.Close()
+
+	st, err := c.Status(ctx, key)
+	switch {
+	case errors.Is(err, redlock.ErrInvalidArgument):
+		return usageErrorf("status: bad KEY: %s", bare(err))
+	case err != nil:
+		return fmt.Errorf("status: %s", bare(err))
+	}
+	if *asJSON {
+		if err := writeStatusJSON(e.stdout, st); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+	} else {
+		writeStatusTable(e.stdout, st)
+	}
+	if n := answered(st); n < st.Quorum {
+		return fmt.Errorf("status: only %d of %d nodes answered, quorum is %d: the state of %q is unknown", n, len(st.Nodes), st.Quorum, key)
+	}
+	return nil
+}
+
+// answered returns how many nodes answered a status read.
+func answered(st *redlock.Status) int {
+	n := 0
+	for _, ns := range st.Nodes {
+		if ns.Err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// holderNodes returns how many nodes hold the key for holder.
+func holderNodes(st *redlock.Status, holder string) int {
+	n := 0
+	for _, ns := range st.Nodes {
+		if ns.Err == nil && holder != "" && ns.Holder == holder {
+			n++
+		}
+	}
+	return n
+}
+
+// quorumTTL returns how long the quorum holder keeps a quorum if it does not renew: the
+// Q-th longest of its keys' TTLs. 0 when no holder has a quorum.
+func quorumTTL(st *redlock.Status) time.Duration {
+	if !st.HeldByQuorum() {
+		return 0
+	}
+	var ttls []time.Duration
+	for _, ns := range st.Nodes {
+		if ns.Err == nil && ns.Holder == st.Holder {
+			ttls = append(ttls, ns.TTL)
+		}
+	}
+	slices.Sort(ttls)
+	slices.Reverse(ttls)
+	if len(ttls) < st.Quorum {
+		return 0
+	}
+	return ttls[st.Quorum-1]
+}
+
+// shortID returns the first 8 characters of a holder id, "-" for none.
+func shortID(id string) string {
+	if id == "" {
+		return "-"
+	}
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// fmtTTL formats a remaining TTL to the millisecond.
+func fmtTTL(d time.Duration) string { return d.Round(time.Millisecond).String() }
+
+// nodeErrText returns a node's error without the "redlock: node N (ADDR): " prefix that the
+// table's other columns already show.
+func nodeErrText(err error) string {
+	var ne *redlock.NodeError
+	if errors.As(err, &ne) {
+		err = ne.Err
+	}
+	return oneLine(err.Error())
+}
+
+// bare returns an error's message without the "redlock: " prefixes that the library puts
+// on its errors: the dispatcher adds one of its own.
+func bare(err error) string {
+	return oneLine(strings.ReplaceAll(err.Error(), "redlock: ", ""))
+}
+
+// stateWord is the one-word state of the lock: held, free or unknown.
+func stateWord(st *redlock.Status) string {
+	switch {
+	case answered(st) < st.Quorum:
+		return "unknown"
+	case st.HeldByQuorum():
+		return "held"
+	}
+	return "free"
+}
+
+// describeHolder says in one phrase who holds the lock according to st.
+func describeHolder(st *redlock.Status) string {
+	n := answered(st)
+	switch {
+	case n < st.Quorum:
+		return fmt.Sprintf("only %d of %d nodes answered, quorum is %d", n, len(st.Nodes), st.Quorum)
+	case st.HeldByQuorum():
+		return fmt.Sprintf("held by %s on %d of %d nodes, for about %s unless renewed",
+			shortID(st.Holder), holderNodes(st, st.Holder), len(st.Nodes), fmtTTL(quorumTTL(st)))
+	}
+	keys := 0
+	for _, ns := range st.Nodes {
+		if ns.Err == nil && ns.Holder != "" {
+			keys++
+		}
+	}
+	if keys > 0 {
+		return fmt.Sprintf("no holder has a quorum, but %d of %d nodes hold a key (a split vote, or keys about to expire)", keys, len(st.Nodes))
+	}
+	return fmt.Sprintf("no holder on any of the %d nodes that answered", n)
+}
+
+// writeStatusTable prints the per-node table and the summary.
+func writeStatusTable(w io.Writer, st *redlock.Status) {
+	fmt.Fprintf(w, "lock %q on %d nodes, quorum %d\n\n", st.Key, len(st.Nodes), st.Quorum)
+	tw := newTable(w)
+	fmt.Fprintf(tw, "node\taddress\tanswered\tholder\tttl\tcounter\terror\n")
+	for _, ns := range st.Nodes {
+		addr := ns.Addr
+		if addr == "" {
+			addr = "-"
+		}
+		if ns.Err != nil {
+			fmt.Fprintf(tw, "%d\t%s\tno\t-\t-\t-\t%s\n", ns.Node, addr, nodeErrText(ns.Err))
+			continue
+		}
+		ttl, counter := "-", "-"
+		if ns.Holder != "" {
+			ttl = fmtTTL(ns.TTL)
+		}
+		if ns.Counter != 0 {
+			counter = ns.Counter.String()
+		}
+		fmt.Fprintf(tw, "%d\t%s\tyes\t%s\t%s\t%s\t\n", ns.Node, addr, shortID(ns.Holder), ttl, counter)
+	}
+	_ = tw.Flush()
+	if st.HeldByQuorum() && answered(st) >= st.Quorum {
+		fmt.Fprintf(w, "\n%s\n", describeHolder(st))
+	} else {
+		fmt.Fprintf(w, "\n%s: %s\n", stateWord(st), describeHolder(st))
+	}
+	if st.NextTokenAtLeast != 0 {
+		fmt.Fprintf(w, "next token: at least %v\n", st.NextTokenAtLeast)
+	} else {
+		fmt.Fprintf(w, "next token: unknown (too few nodes answered)\n")
+	}
+}
+
+// statusDoc is the --json output. Its fields are documented in docs/cli.md; keep them stable.
+type statusDoc struct {
+	Key      string `json:"key"`
+	State    string `json:"state"` // "held", "free" or "unknown"
+	Quorum   int    `json:"quorum"`
+	Total    int    `json:"total"`
+	Answered int    `json:"answered"`
+	// Holder is the full holder id found on a quorum of nodes, "" when none.
+	Holder      string `json:"holder"`
+	HolderNodes int    `json:"holder_nodes"`
+	// TTLMillis is how long Holder keeps a quorum without renewing, 0 when not held.
+	TTLMillis        int64           `json:"ttl_ms"`
+	NextTokenAtLeast uint64          `json:"next_token_at_least"` // 0 when unknown
+	Nodes            []nodeStatusDoc `json:"nodes"`
+}
+
+type nodeStatusDoc struct {
+	Node      int    `json:"node"`
+	Addr      string `json:"addr"`
+	Answered  bool   `json:"answered"`
+	Error     string `json:"error"`  // "" when answered
+	Holder    string `json:"holder"` // "" when the key is absent
+	TTLMillis int64  `json:"ttl_ms"`
+	Counter   uint64 `json:"counter"` // 0 when the node has no fence counter
+}
+
+func writeStatusJSON(w io.Writer, st *redlock.Status) error {
+	doc := statusDoc{
+		Key: st.Key, State: stateWord(st), Quorum: st.Quorum, Total: len(st.Nodes), Answered: answered(st),
+		Holder: st.Holder, HolderNodes: holderNodes(st, st.Holder), TTLMillis: quorumTTL(st).Milliseconds(),
+		NextTokenAtLeast: uint64(st.NextTokenAtLeast), Nodes: make([]nodeStatusDoc, 0, len(st.Nodes)),
+	}
+	for _, ns := range st.Nodes {
+		nd := nodeStatusDoc{Node: ns.Node, Addr: ns.Addr, Answered: ns.Err == nil}
+		if ns.Err != nil {
+			nd.Error = nodeErrText(ns.Err)
+		} else {
+			nd.Holder, nd.TTLMillis, nd.Counter = ns.Holder, ns.TTL.Milliseconds(), uint64(ns.Counter)
+		}
+		doc.Nodes = append(doc.Nodes, nd)
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doc)
+}
