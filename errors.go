@@ -91,7 +91,7 @@ type QuorumError struct {
 	Op     string // "acquire", "extend" or "release"
 	Key    string // the lock key
 	Quorum int    // how many nodes had to agree
-	Agreed int    // how many did
+	Agreed int    // how many did (for acquire: nodes that granted the key, see docs/design.md)
 	Total  int    // how many nodes there are
 	Cause  error  // optional: the reason beyond the per-node errors
 	Nodes  *multierror.Error

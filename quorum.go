@@ -160,11 +160,12 @@ func (t *acquireTally) count(c int64) int {
 	return n
 }
 
-// agreed counts the nodes in M once the acquire is decided.
+// agreed counts the nodes that granted the acquire: our key was set there (the set S),
+// whether or not their counter joined the token's quorum M.
 func (t *acquireTally) agreed() int {
 	n := 0
-	for i, s := range t.state {
-		if s == stateRaised || (s == stateAcquired && t.counter[i] == t.target) {
+	for _, s := range t.state {
+		if s == stateAcquired || s == stateRaising || s == stateRaised {
 			n++
 		}
 	}

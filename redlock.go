@@ -157,13 +157,28 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	var released <-chan struct{}
 	leave := func() {}
 	defer func() { leave() }()
+	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
 	for attempt := 1; ; attempt++ {
 		l, err := c.TryAcquire(ctx, key, ttl)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return l, err
 		}
+		var qe *QuorumError
+		if errors.As(err, &qe) {
+			last = qe
+		}
 		if cerr := ctx.Err(); cerr != nil {
-			if !errors.Is(err, cerr) {
+			// Report the last attempt, and the context's end at the top of it rather than
+			// only inside one node's entry.
+			switch {
+			case last != nil && last.Cause == nil:
+				last.Cause = cerr
+				return nil, last
+			case last != nil && errors.Is(last, cerr):
+				return nil, last
+			case last != nil:
+				return nil, fmt.Errorf("%w: %w", last, cerr)
+			case !errors.Is(err, cerr):
 				err = fmt.Errorf("%w: %w", err, cerr)
 			}
 			return nil, err
@@ -182,6 +197,10 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			released, leave = nil, func() {}
 		case <-ctx.Done():
 			t.Stop()
+			if last != nil && last.Cause == nil {
+				last.Cause = ctx.Err()
+				return nil, last
+			}
 			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
 		}
 	}
