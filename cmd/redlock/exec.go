@@ -246,6 +246,9 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	r := startRouter(abort, cfg.wait)
 	defer r.stop()
 
+	if cfg.key == "" { // checked again by the library; here so that it is not a PING error
+		return usageErrorf("exec: KEY is empty")
+	}
 	if err := x.preflight(acqCtx, urls, c.Quorum()); err != nil {
 		if intr, ok := errors.AsType[*interrupted](context.Cause(acqCtx)); ok {
 			return x.interruptedErr(intr)
