@@ -260,9 +260,10 @@ func (l *Lock) Until() time.Time {
 // (ttl − elapsed − drift > 0), and then moves Until to start + ttl − drift. The token stays.
 //
 // Errors: ErrInvalidArgument for a bad ttl (nothing sent); a *QuorumError matching
-// ErrNotHeld when a quorum did not confirm in time (Until is then unchanged, and the lock
-// expires no later than before on a quorum); ErrNotHeld after a successful Release; when ctx
-// ends, an error matching ErrNotHeld and ctx.Err().
+// ErrNotHeld when a quorum did not confirm in time. After such a failure Until never moves
+// later, and moves earlier when the new TTL was shorter than what was left (some nodes may
+// have applied it); ErrNotHeld after a successful Release; when ctx ends, an error matching
+// ErrNotHeld and ctx.Err().
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := checkTTL(ttl, l.c.cfg.driftFactor)
 	if err != nil {
@@ -279,18 +280,24 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.c.end()
 	start := l.c.cfg.clock.Now()
+	until := start.Add(ttl - Drift(ttl, l.c.cfg.driftFactor))
 	err = l.c.quorumOp(ctx, "extend", l.key, l.sent, newScriptCall(extendScript, []string{l.key}, l.id, ttl.Milliseconds()))
-	if err != nil {
-		return err
-	}
-	now := l.c.cfg.clock.Now()
-	if v := Validity(ttl, start, now, l.c.cfg.driftFactor); v <= 0 {
-		return &QuorumError{Op: "extend", Key: l.key, Quorum: l.c.quorum, Agreed: l.c.quorum,
+	if err == nil && Validity(ttl, start, l.c.cfg.clock.Now(), l.c.cfg.driftFactor) <= 0 {
+		err = &QuorumError{Op: "extend", Key: l.key, Quorum: l.c.quorum, Agreed: l.c.quorum,
 			Total: len(l.c.nodes), Cause: errValidityExpired, sentinel: ErrNotHeld}
 	}
 	l.mu.Lock()
-	l.until = start.Add(ttl - Drift(ttl, l.c.cfg.driftFactor))
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	if err != nil {
+		// Some nodes may have taken the new TTL anyway. If it is shorter than what was left,
+		// their keys now expire sooner, and another holder could reach a quorum before the
+		// old deadline: the deadline can only move earlier on a failure.
+		if until.Before(l.until) {
+			l.until = until
+		}
+		return err
+	}
+	l.until = until
 	return nil
 }
 

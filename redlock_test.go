@@ -739,3 +739,39 @@ func TestJitter(t *testing.T) {
 		t.Fatalf("jitter spread %v..%v: not random enough to break lockstep", lo, hi)
 	}
 }
+
+// TestFailedShorterExtendMovesUntilEarlier: an extend to a shorter TTL that only a minority
+// confirms still shortens the keys on that minority, so another holder can reach a quorum
+// sooner than the old deadline. Until must move down to the shorter deadline (found by the
+// chaos lab's simulator, TestSimFailedShorterExtend).
+func TestFailedShorterExtendMovesUntilEarlier(t *testing.T) {
+	servers, clients := miniNodes(t, 5)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.TryAcquire(ctx, testKey, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	for _, s := range servers[:3] {
+		s.SetError("ERR unavailable")
+	}
+	before := time.Now()
+	if err := l.Extend(ctx, time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("extend with 3 of 5 nodes failing: %v", err)
+	}
+	if limit := before.Add(time.Second + 100*time.Millisecond); l.Until().After(limit) {
+		t.Fatalf("Until still %v ahead after a failed extend to 1s", time.Until(l.Until()))
+	}
+	// A failed extend to a longer TTL leaves Until where it was.
+	until := l.Until()
+	if err := l.Extend(ctx, time.Hour); !errors.Is(err, ErrNotHeld) {
+		t.Fatal(err)
+	}
+	if !l.Until().Equal(until) {
+		t.Fatal("a failed longer extend moved Until")
+	}
+	for _, s := range servers[:3] {
+		s.SetError("")
+	}
+}

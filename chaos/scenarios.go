@@ -1,0 +1,468 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Scenario is one entry of the lab: a cluster set-up, a fault script, and what the run must
+// show. The same table drives the tests (one named test per scenario) and `redlock lab`.
+type Scenario struct {
+	Name    string
+	Group   string // the issue's grouping: node faults, client and network faults, liveness
+	Summary string // one line
+	// Story is the event sequence the script plays, in words, for the report.
+	Story  string
+	Expect Expect
+
+	setup  setup
+	script func(ctx context.Context, r *Run) error
+}
+
+type setup struct {
+	nodes   int
+	keys    int
+	persist bool // AOF with appendfsync always
+	amnesia int  // WithAmnesiaTolerance
+	storm   bool // many clients, short retry pause
+	direct  bool // clients connect to the nodes directly, without fault proxies
+	// noRetries builds the go-redis clients with MaxRetries -1: a call to a dead node fails
+	// at once instead of being retried by go-redis until the node timeout.
+	noRetries bool
+	writes    int // writes per plain critical section
+}
+
+// Expect is what a scenario must show in every run. Whatever the scenario, a run must also
+// show no stale write accepted, unique and ordered tokens (claims U and O of
+// docs/design.md), a linearizable store history (porcupine "ok": "unknown" fails too), no
+// lost write and at least one acquisition.
+type Expect struct {
+	// Violation: mutual exclusion is expected to break, and the run must observe at least
+	// one overlap (so the reproduction is real). Otherwise the run must observe none.
+	Violation bool
+	// Rejections: the store must refuse at least one stale write.
+	Rejections bool
+	// LiveDuringFault: locks must still be granted while the fault named here holds.
+	LiveDuringFault string
+}
+
+// Claim says in words what the scenario expects.
+func (e Expect) Claim() string {
+	s := "safe: no overlap"
+	if e.Violation {
+		s = "mutual exclusion breaks"
+	}
+	if e.Rejections {
+		s += ", fencing rejects the stale writes"
+	}
+	if e.LiveDuringFault != "" {
+		s += ", locks granted during the fault"
+	}
+	return s
+}
+
+// judge compares a run with the expectation and returns the differences.
+func (e Expect) judge(h *History, v Verdict) []string {
+	var p []string
+	switch {
+	case e.Violation && len(v.Overlaps) == 0:
+		p = append(p, "expected a mutual-exclusion violation, and the run observed none: the failure was not reproduced")
+	case !e.Violation && len(v.Overlaps) > 0:
+		p = append(p, fmt.Sprintf("%d overlapping critical sections where the lock claims mutual exclusion", len(v.Overlaps)))
+	}
+	if e.Rejections && v.StaleRejected == 0 {
+		p = append(p, "expected the store to reject a stale write, and it rejected none")
+	}
+	if n := len(v.StaleAccepted); n > 0 {
+		p = append(p, fmt.Sprintf("%d stale writes accepted (write IDs %v)", n, v.StaleAccepted))
+	}
+	for _, tp := range v.TokenProblems {
+		p = append(p, fmt.Sprintf("token claim %s broken: %s", tp.Claim, tp.Detail))
+	}
+	if v.Linearizable != LinOK {
+		p = append(p, fmt.Sprintf("porcupine check of the store history: %s (only %q passes)", v.Linearizable, LinOK))
+	}
+	if n := len(v.LostWrites); n > 0 {
+		p = append(p, fmt.Sprintf("%d acknowledged writes missing from the store (write IDs %v)", n, v.LostWrites))
+	}
+	if v.Acquisitions == 0 {
+		p = append(p, "no lock was ever granted")
+	}
+	if e.LiveDuringFault != "" {
+		granted, found := 0, false
+		for _, f := range h.Faults {
+			if f.Kind != e.LiveDuringFault {
+				continue
+			}
+			found = true
+			for _, hd := range h.Holds {
+				if hd.Granted >= f.At && hd.Granted < f.End {
+					granted++
+				}
+			}
+		}
+		if !found {
+			p = append(p, fmt.Sprintf("no %q fault was recorded", e.LiveDuringFault))
+		} else if granted == 0 {
+			p = append(p, fmt.Sprintf("no lock was granted while the %q fault held", e.LiveDuringFault))
+		}
+	}
+	return p
+}
+
+// Scenarios returns the lab's scenarios in report order.
+func Scenarios() []*Scenario { return slices.Clone(scenarios) }
+
+// Lookup returns the scenario with the given name.
+func Lookup(name string) (*Scenario, bool) {
+	for _, s := range scenarios {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return nil, false
+}
+
+// Names returns the scenario names in report order.
+func Names() []string {
+	var out []string
+	for _, s := range scenarios {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+const (
+	groupNode     = "control and node faults"
+	groupClient   = "client and network faults"
+	groupLiveness = "liveness"
+)
+
+var scenarios = []*Scenario{
+	{
+		Name: "baseline", Group: groupNode,
+		Summary: "no fault: clients loop on Do over two keys",
+		Story:   "The workload runs with no fault at all. Every critical section must be alone, every token larger than the one before it.",
+		Expect:  Expect{},
+		setup:   setup{nodes: 5, keys: 2, writes: 3},
+		script: func(ctx context.Context, r *Run) error {
+			return r.Soak(ctx, r.Profile.Warmup+r.Profile.Window+r.Profile.Cooldown)
+		},
+	},
+	{
+		Name: "slow-node", Group: groupNode,
+		Summary: "one node answers a third of the node timeout late, each way",
+		Story: "One node's traffic is delayed in both directions for every client, so its replies arrive after the " +
+			"others' and its SETs land after acquisitions have been decided (stragglers).",
+		Expect: Expect{LiveDuringFault: "slow node"},
+		setup:  setup{nodes: 5, keys: 1, writes: 3},
+		script: func(ctx context.Context, r *Run) error {
+			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+				return err
+			}
+			f := r.SlowNode(r.Rand.IntN(r.Nodes()), r.Profile.NodeTimeout/3)
+			err := r.Soak(ctx, r.Profile.Window)
+			r.UnslowNode(f)
+			return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
+		},
+	},
+	{
+		Name: "minority-down", Group: groupNode,
+		Summary: "two of five nodes killed with SIGKILL, then restarted from their AOF",
+		Story: "Two nodes, a minority of the five, are killed with SIGKILL, and restarted from their AOF " +
+			"(appendfsync always) after a while. Locks must still be granted by the remaining three. The " +
+			"clients' go-redis connections are built with MaxRetries: -1, so a call to a dead node fails at " +
+			"once; minority-down-retrying shows what go-redis's default retries cost.",
+		Expect: Expect{LiveDuringFault: "node down"},
+		setup:  setup{nodes: 5, keys: 1, persist: true, writes: 3, noRetries: true},
+		script: killMinority,
+	},
+	{
+		Name: "restart-persistent", Group: groupNode,
+		Summary: "holder on a bare quorum, one of its nodes crashes and restarts from its AOF",
+		Story: "Client A can reach only a bare quorum of nodes and takes the lock there. One node of that quorum is " +
+			"killed with SIGKILL and restarted at once; with appendfsync always it replays A's key from its AOF, " +
+			"so no one else can assemble a quorum while A holds.",
+		Expect: Expect{},
+		setup:  setup{nodes: 5, keys: 1, persist: true, writes: 3},
+		script: bareQuorumRestart,
+	},
+	{
+		Name: "restart-amnesia", Group: groupNode,
+		Summary: "the same restart without persistence, default quorum: mutual exclusion breaks",
+		Story: "Client A can reach only a bare quorum (3 of 5) and takes the lock there. One node of that quorum is " +
+			"killed and restarted at once without persistence: it comes back empty. Client B now finds that node " +
+			"and the two A never reached free, and takes the lock while A's is still valid. The node's fence " +
+			"counter is gone too; it is reseeded from B's clock, so B's token is still larger than A's, and the " +
+			"store refuses A's next write.",
+		Expect: Expect{Violation: true, Rejections: true},
+		setup:  setup{nodes: 5, keys: 1, writes: 3},
+		script: bareQuorumRestart,
+	},
+	{
+		Name: "restart-amnesia-f1", Group: groupNode,
+		Summary: "the same restart without persistence with WithAmnesiaTolerance(1): no violation",
+		Story: "As restart-amnesia, with WithAmnesiaTolerance(1): the quorum is 4 of 5, A holds a bare quorum of " +
+			"4, and one of them comes back empty. B can assemble at most 2 nodes while A's keys live, so it waits " +
+			"until A has stopped.",
+		Expect: Expect{},
+		setup:  setup{nodes: 5, keys: 1, amnesia: 1, writes: 3},
+		script: bareQuorumRestart,
+	},
+	{
+		Name: "client-pause", Group: groupClient,
+		Summary: "a holder stops for twice the TTL between its validity check and its write",
+		Story: "Client A holds the lock, checks that it is still valid, and stops (a GC pause, SIGSTOP, a VM " +
+			"migration) for twice the TTL before its write: its links are blackholed, so its renewals stop too. " +
+			"A's keys expire, B takes the lock and writes. A resumes and sends its write with its old token; the " +
+			"store refuses it.",
+		Expect: Expect{Violation: true, Rejections: true},
+		setup:  setup{nodes: 5, keys: 1, writes: 3},
+		script: func(ctx context.Context, r *Run) error {
+			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+				return err
+			}
+			actor := r.Rand.IntN(r.Clients())
+			challenger := r.Other(actor)
+			if err := r.ParkAll(ctx); err != nil {
+				return err
+			}
+			defer r.UnparkAll()
+			var pauseErr error // written by the paused writer, read after its hold ended (ordered by the recorder)
+			hold, err := r.Begin(ctx, actor, Plan{Role: "paused", Writes: 2, Gap: r.TTL() / 20,
+				Before: func(_ context.Context, hold, seq int) {
+					if seq != 1 {
+						return
+					}
+					f := r.Isolate(actor, fmt.Sprintf("client %d stops for at least %v", actor, 2*r.TTL()))
+					r.Unpark(challenger)
+					Pause(ctx, 2*r.TTL())                                             // the pause itself
+					pauseErr = r.AwaitNewerWrite(ctx, hold, 10*r.TTL()+5*time.Second) // and until B has written
+					r.Heal(f)
+				}})
+			if err != nil {
+				return err
+			}
+			err = r.AwaitHoldEnd(ctx, hold, 15*r.TTL()+10*time.Second)
+			r.UnparkAll()
+			return errors.Join(err, pauseErr, r.Soak(ctx, r.Profile.Cooldown))
+		},
+	},
+	{
+		Name: "clock-jump-partition", Group: groupClient,
+		Summary: "partition plus a forward clock jump on one node (Kleppmann 2016): mutual exclusion breaks",
+		Story: "A partition splits the clients: A reaches nodes {a, b, c}, the others reach {c, d, e}. A takes the " +
+			"lock on {a, b, c}. Node c's clock jumps forward by one TTL (emulated: every key there loses a TTL's " +
+			"worth of its remaining time), so A's key on c expires at once. B takes the lock on {c, d, e} while " +
+			"A's is still valid; B's token is larger, and the store refuses A's next write.",
+		Expect: Expect{Violation: true, Rejections: true},
+		setup:  setup{nodes: 5, keys: 1, writes: 3},
+		script: func(ctx context.Context, r *Run) error {
+			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+				return err
+			}
+			actor := r.Rand.IntN(r.Clients())
+			challenger := r.Other(actor)
+			perm := r.Rand.Perm(r.Nodes())
+			q := r.Quorum()
+			side, victim := perm[:q], perm[q-1]
+			other := append(slices.Clone(perm[q:]), victim)
+			if err := r.ParkAll(ctx); err != nil {
+				return err
+			}
+			defer r.UnparkAll()
+			reach := map[int][]int{}
+			for c := range r.Clients() {
+				reach[c] = other
+			}
+			reach[actor] = side
+			pf := r.Partition(reach, fmt.Sprintf("client %d reaches nodes %v, the others reach %v", actor, sorted(side), sorted(other)))
+			defer r.Heal(pf)
+			hold, err := r.Begin(ctx, actor, Plan{Role: "holder", Writes: 30, Gap: r.TTL() / 20})
+			if err != nil {
+				return err
+			}
+			if err := r.JumpNode(ctx, victim, r.TTL()); err != nil {
+				return err
+			}
+			r.Unpark(challenger)
+			err = r.AwaitHoldEnd(ctx, hold, 4*r.TTL()+5*time.Second)
+			r.Heal(pf)
+			r.UnparkAll()
+			return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
+		},
+	},
+	{
+		Name: "delayed-write", Group: groupClient,
+		Summary: "a write sent while the lock was valid is held in flight and delivered after a newer holder wrote",
+		Story: "Client A, holding a valid lock, sends a write that the network holds for at least 1.5 TTL. A's own " +
+			"wait for the answer times out, so it gives up and releases. B takes the lock and writes. Then A's " +
+			"old write arrives at the store, which refuses it.",
+		Expect: Expect{Rejections: true},
+		setup:  setup{nodes: 5, keys: 1, writes: 3},
+		script: func(ctx context.Context, r *Run) error {
+			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+				return err
+			}
+			actor := r.Rand.IntN(r.Clients())
+			challenger := r.Other(actor)
+			if err := r.ParkAll(ctx); err != nil {
+				return err
+			}
+			defer r.UnparkAll()
+			// late and lateErr are written by the writer's and the store's goroutines and read
+			// here after an Await that saw the write applied: the recorder's mutex orders them.
+			late := -1
+			var lateErr error
+			hold, err := r.Begin(ctx, actor, Plan{Role: "delayed", Writes: 2, Gap: r.TTL() / 20,
+				Send: func(wctx context.Context, req WriteReq) (bool, error) {
+					if req.Seq != 1 {
+						return r.Store().Write(req), nil
+					}
+					f := r.rec.BeginFault("write delayed", nil, []int{actor}, fmt.Sprintf("held in flight for at least %v", r.TTL()*3/2))
+					id, res := r.Store().SendDelayed(req, r.TTL()*3/2, func(sctx context.Context) {
+						lateErr = r.AwaitNewerWrite(sctx, req.Hold, 10*r.TTL()+5*time.Second)
+						r.rec.EndFault(f)
+					})
+					late = id
+					r.Unpark(challenger)
+					t := time.NewTimer(r.TTL() / 10) // A's own timeout for the write
+					defer t.Stop()
+					select {
+					case ok := <-res:
+						r.Store().Ack(id)
+						return ok, nil
+					case <-t.C:
+						return false, errors.New("chaos: write timed out; its outcome is unknown to the writer")
+					case <-wctx.Done():
+						return false, context.Cause(wctx)
+					}
+				}})
+			if err != nil {
+				return err
+			}
+			if err := r.AwaitHoldEnd(ctx, hold, 5*r.TTL()+5*time.Second); err != nil {
+				return err
+			}
+			err = r.rec.Await(ctx, 15*r.TTL()+10*time.Second, "the delayed write to reach the store", func(h *History) bool {
+				return late >= 0 && h.Writes[late].Applied >= 0
+			})
+			r.UnparkAll()
+			return errors.Join(err, lateErr, r.Soak(ctx, r.Profile.Cooldown))
+		},
+	},
+	{
+		Name: "minority-down-retrying", Group: groupLiveness,
+		Summary: "minority-down with go-redis's default retries on the node connections",
+		Story: "The same two nodes killed as in minority-down, but with go-redis's default of 3 retries: a call " +
+			"to a dead node is retried with backoff until the node timeout instead of failing at once. An " +
+			"attempt that got some nodes but not a quorum cannot be declared lost while those calls are " +
+			"pending, and keeps its keys meanwhile; with several clients contending, the vote keeps " +
+			"splitting. Safety must hold; the lab measures the locks granted during the outage.",
+		Expect: Expect{},
+		setup:  setup{nodes: 5, keys: 1, persist: true, writes: 3},
+		script: killMinority,
+	},
+	{
+		Name: "hung-node", Group: groupLiveness,
+		Summary: "one node stopped with SIGSTOP: it accepts connections and never answers",
+		Story: "One node is stopped with SIGSTOP: the kernel still accepts connections, but nothing comes back, " +
+			"so every call to it lasts the full node timeout. An attempt that fails elsewhere cannot be " +
+			"declared lost before that node times out, and meanwhile keeps its keys on the nodes it did get; " +
+			"with several clients contending, these partial holds keep splitting the vote. Safety must hold; " +
+			"the lab measures what the hung node costs in throughput and waiting.",
+		Expect: Expect{},
+		setup:  setup{nodes: 5, keys: 1, writes: 3},
+		script: func(ctx context.Context, r *Run) error {
+			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+				return err
+			}
+			n := r.Rand.IntN(r.Nodes())
+			f, err := r.PauseNode(n)
+			if err != nil {
+				return err
+			}
+			err = r.Soak(ctx, r.Profile.Window)
+			return errors.Join(err, r.ResumeNode(n, f), r.Soak(ctx, r.Profile.Cooldown))
+		},
+	},
+	{
+		Name: "retry-storm", Group: groupLiveness,
+		Summary: "many clients on one key at once: split votes, throughput and waits",
+		Story: "Many clients (12 in the quick profile, 32 in the full one) contend for one key, all starting at " +
+			"once and retrying after the library's default jittered pause, so attempts often split the vote and " +
+			"nobody gets a quorum. The lab measures how many locks are still granted per second and how long " +
+			"clients wait for one.",
+		Expect: Expect{},
+		setup:  setup{nodes: 5, keys: 1, storm: true, direct: true, writes: 1},
+		script: func(ctx context.Context, r *Run) error {
+			return r.Soak(ctx, r.Profile.Storm)
+		},
+	},
+}
+
+// killMinority kills N − Q nodes, waits a window, and restarts them.
+func killMinority(ctx context.Context, r *Run) error {
+	if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+		return err
+	}
+	perm := r.Rand.Perm(r.Nodes())
+	var errs []error
+	var down []int
+	for _, n := range perm[:r.Nodes()-r.Quorum()] {
+		f, err := r.KillNode(n)
+		errs = append(errs, err)
+		down = append(down, f)
+	}
+	errs = append(errs, r.Soak(ctx, r.Profile.Window))
+	for i, n := range perm[:len(down)] {
+		if down[i] >= 0 {
+			errs = append(errs, r.RestartNode(ctx, n, down[i]))
+		}
+	}
+	return errors.Join(append(errs, r.Soak(ctx, r.Profile.Cooldown))...)
+}
+
+// bareQuorumRestart is the script shared by the three restart scenarios: the holder reaches
+// only a bare quorum, and one node of it crashes and restarts at once.
+func bareQuorumRestart(ctx context.Context, r *Run) error {
+	if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+		return err
+	}
+	actor := r.Rand.IntN(r.Clients())
+	challenger := r.Other(actor)
+	perm := r.Rand.Perm(r.Nodes())
+	side := perm[:r.Quorum()]
+	victim := side[r.Rand.IntN(len(side))]
+	if err := r.ParkAll(ctx); err != nil {
+		return err
+	}
+	defer r.UnparkAll()
+	pf := r.Partition(map[int][]int{actor: side}, fmt.Sprintf("client %d reaches only nodes %v", actor, sorted(side)))
+	defer r.Heal(pf)
+	// 30 writes, TTL/20 apart: a section of 1.5 TTL, so the holder must renew.
+	hold, err := r.Begin(ctx, actor, Plan{Role: "holder", Writes: 30, Gap: r.TTL() / 20})
+	if err != nil {
+		return err
+	}
+	r.NoteCounters(ctx, "fence counters before the restart")
+	if err := r.CrashRestart(ctx, victim); err != nil {
+		return err
+	}
+	r.NoteCounters(ctx, fmt.Sprintf("fence counters after node %d restarted", victim))
+	r.Unpark(challenger)
+	err = r.AwaitHoldEnd(ctx, hold, 4*r.TTL()+5*time.Second)
+	r.NoteCounters(ctx, "fence counters when the holder stopped")
+	r.Heal(pf)
+	r.UnparkAll()
+	return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
+}
+
+func sorted(s []int) []int {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
