@@ -27,8 +27,14 @@
 //     its context ends. Both return a [*Lock].
 //   - [Lock.Token] is the fencing token, [Lock.Until] the validity deadline, [Lock.Extend]
 //     renews, [Lock.Release] releases.
-//   - Errors: [ErrNotAcquired], [ErrNotHeld], [ErrInvalidArgument], [ErrClosed], with detail in
-//     [*QuorumError] and [*NodeError].
+//   - [Client.Do] holds a lock while a function runs, renews it, and cancels the function's
+//     context with [ErrLockLost] before the validity deadline when renewals fail.
+//   - [Client.Status] shows each node's view of a lock, for operators.
+//   - [RedisFence] makes fenced writes to a Redis store; package sqlfence does the same for
+//     PostgreSQL. A refused write is a [*StaleTokenError] matching [ErrStaleToken].
+//   - Errors: [ErrNotAcquired], [ErrNotHeld], [ErrLockLost], [ErrStaleToken],
+//     [ErrInvalidArgument], [ErrClosed], with detail in [*QuorumError], [*NodeError] and
+//     [*StaleTokenError].
 //
 // Every call that does I/O takes a context first. Calls never wait for a node longer than
 // the node timeout, even when that node's go-redis client ignores context deadlines (the
