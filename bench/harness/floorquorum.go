@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,43 +13,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// acquireLuaFallback is a copy of lua/acquire.lua, used only when the repository's file
-// cannot be found at run time (a binary built elsewhere with -trimpath).
-const acquireLuaFallback = `if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-    local left = redis.call('PTTL', KEYS[1])
-    if left < 0 then
-      left = 0
-    end
-    return -left
-  end
-  local mine = redis.call('GET', KEYS[2])
-  if mine then
-    return tonumber(mine)
-  end
-end
-local token
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  token = redis.call('INCR', KEYS[2])
-else
-  redis.call('SET', KEYS[2], ARGV[3])
-  token = tonumber(ARGV[3])
-end
-if ARGV[4] ~= '0' then
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
-end
-return token`
-
 // acquireLua returns the library's acquire script, read from the repository next to this
-// module, and where it came from.
-func acquireLua() (src, from string) {
-	if _, file, _, ok := runtime.Caller(0); ok {
-		p := filepath.Join(filepath.Dir(file), "..", "..", "lua", "acquire.lua")
-		if b, err := os.ReadFile(p); err == nil {
-			return string(b), "lua/acquire.lua"
-		}
+// module (the harness is always built from its source tree), and the path it came from. A
+// copy kept here would drift from the library's script and price the wrong thing.
+func acquireLua() (src, from string, err error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", "", errors.New("harness: cannot locate lua/acquire.lua: no caller information")
 	}
-	return acquireLuaFallback, "a copy of lua/acquire.lua in bench/harness"
+	p := filepath.Join(filepath.Dir(file), "..", "..", "lua", "acquire.lua")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return "", "", fmt.Errorf("harness: read the library's acquire script: %w", err)
+	}
+	return string(b), "lua/acquire.lua", nil
 }
 
 // floorQuorum is a minimal Redlock without the library: the acquire command sent to every

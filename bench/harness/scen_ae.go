@@ -57,7 +57,10 @@ func (r *runner) scenarioAE(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	src, from := acquireLua()
+	src, from, err := acquireLua()
+	if err != nil {
+		return err
+	}
 	cts = append(cts,
 		&contender{name: "floor: single node", lib: "floor", impl: newFloorSingle(addrs[0]), prefix: "e:single:"},
 		&contender{name: "floor: naive 5-node fan-out", lib: "floor", impl: newFloorFanout(addrs), prefix: "e:fanout:"},

@@ -42,7 +42,10 @@ func (r *runner) scenarioG(ctx context.Context) error {
 	single, fan := newFloorSingle(addrs[0]), newFloorFanout(addrs)
 	defer single.close()
 	defer fan.close()
-	src, _ := acquireLua()
+	src, _, err := acquireLua()
+	if err != nil {
+		return err
+	}
 	qset, qlua := newFloorQuorum(addrs, nil), newFloorQuorum(addrs, redis.NewScript(src))
 	defer qset.close()
 	defer qlua.close()
