@@ -27,7 +27,12 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 	// Buffered for one acquire and one raise reply per node, so that no sender ever blocks
 	// after the outcome is decided.
 	replies := make(chan nodeReply, 2*n)
-	acq := newScriptCall(acquireScript, keys, id, ttl.Milliseconds(), counterSeed(start), c.counterIdleMillis(ttl))
+	var acq nodeCall
+	if c.cfg.noFencing {
+		acq = newSetNXCall(key, id, ttl.Milliseconds())
+	} else {
+		acq = newScriptCall(acquireScript, keys, id, ttl.Milliseconds(), counterSeed(start), c.counterIdleMillis(ttl))
+	}
 	// sent[i] is closed once node i's acquire call has returned. The lock's later extend and
 	// release wait for it on that node alone, so they can never overtake a slow SET there.
 	sent := make([]chan struct{}, n)
@@ -73,6 +78,9 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 		}
 		if v == won {
 			if Validity(ttl, start, now, c.cfg.driftFactor) > 0 {
+				if c.cfg.noFencing {
+					token = 0 // every node reported 1: there is no token
+				}
 				return &Lock{c: c, key: key, fence: fence, id: id, ttl: ttl, token: Token(token), until: validityEnd, sent: sent}, nil
 			}
 			cause = errValidityExpired
@@ -153,6 +161,12 @@ func (c *Client) applyAcquireReply(t *acquireTally, r nodeReply, nodeErrs []erro
 		nodeErrs[i] = c.nodeErr(i, r.err)
 		c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", r.err)
 		t.failed(i)
+	case r.val <= 0 && c.cfg.noFencing:
+		// A plain SET NX cannot tell whose key is there: it may be ours, set by a call that
+		// go-redis resent after losing the reply. Leave held[i] false so that an undo
+		// releases it; the release only deletes a key holding our id.
+		nodeErrs[i] = c.nodeErr(i, heldError{left: -1})
+		t.refused(i)
 	case r.val <= 0:
 		nodeErrs[i] = c.nodeErr(i, heldError{left: -r.val})
 		held[i] = true

@@ -15,7 +15,8 @@ import (
 //
 //	go test -run '^$' -bench . -benchmem
 //
-// BenchmarkTryAcquireRelease/nodes=N is one TryAcquire plus one Release on N nodes;
+// BenchmarkTryAcquireRelease/nodes=N is one TryAcquire plus one Release on N nodes
+// (nodes=5,without-fencing: the same with WithoutFencing, to price the fencing token);
 // BenchmarkFloorSingleNode is the least a lock can cost: SET NX PX and a compare-and-delete
 // script on one node with go-redis, no quorum, no token. Compare ratios from one run: the
 // machine is shared and noisy.
@@ -27,6 +28,10 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 			benchLockLoop(b, cluster.ClientsT(b))
 		})
 	}
+	b.Run("nodes=5,without-fencing", func(b *testing.B) {
+		cluster := redisproc.StartT(b, 5, redisproc.Config{})
+		benchLockLoop(b, cluster.ClientsT(b), WithoutFencing())
+	})
 	b.Run("nodes=5,one-delayed-20ms", func(b *testing.B) {
 		cluster := redisproc.StartT(b, 5, redisproc.Config{})
 		clients := cluster.ClientsT(b)
@@ -54,8 +59,8 @@ func BenchmarkTryAcquireRelease(b *testing.B) {
 	})
 }
 
-func benchLockLoop(b *testing.B, clients []redis.UniversalClient) {
-	c, err := New(clients, WithNodeTimeout(time.Second))
+func benchLockLoop(b *testing.B, clients []redis.UniversalClient, opts ...Option) {
+	c, err := New(clients, append([]Option{WithNodeTimeout(time.Second)}, opts...)...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -21,8 +21,8 @@
 // # Entry points
 //
 //   - [New] builds a [Client] over go-redis clients, one per node, with [Option] values such
-//     as [WithNodeTimeout], [WithDriftFactor], [WithRetryLimit], [WithRetryDelay] and
-//     [WithAmnesiaTolerance].
+//     as [WithNodeTimeout], [WithDriftFactor], [WithRetryLimit], [WithRetryDelay],
+//     [WithAmnesiaTolerance] and [WithoutFencing] (no token, for locks that only save work).
 //   - [Client.TryAcquire] makes one attempt; [Client.Acquire] retries until it succeeds or
 //     its context ends. Both return a [*Lock].
 //   - [Lock.Token] is the fencing token, [Lock.Until] the validity deadline, [Lock.Extend]

@@ -35,10 +35,15 @@ var (
 	ErrInvalidArgument = errors.New("redlock: invalid argument")
 )
 
-// errHeld is a node's answer when another holder's key is present there.
+// heldError is a node's answer when another holder's key is present there. left is the
+// key's remaining TTL in milliseconds, or -1 when the node was asked without fencing (plain
+// SET NX PX), which does not say whose key it is nor for how long.
 type heldError struct{ left int64 }
 
 func (e heldError) Error() string {
+	if e.left < 0 {
+		return "key present (held by another holder, or a resent SET of ours)"
+	}
 	return fmt.Sprintf("key held by another holder (%d ms left)", e.left)
 }
 

@@ -67,6 +67,7 @@ type config struct {
 	cancelMargin     float64
 	clock            Clock
 	logger           *slog.Logger
+	noFencing        bool // WithoutFencing: plain SET NX PX, no counter, Token 0
 }
 
 func defaultConfig() config {
@@ -164,6 +165,28 @@ func WithCounterIdleTTL(d time.Duration) Option {
 			return invalidf("counter idle TTL %v is not a whole number of milliseconds", d)
 		}
 		c.counterIdleTTL = d
+		return nil
+	}
+}
+
+// WithoutFencing turns fencing tokens off. Each node is then asked with a plain
+// `SET key value NX PX ttl` instead of the acquire script, no fence counter is read or
+// written, and every [Lock.Token] is 0, which [RedisFence] and package sqlfence reject with
+// an error matching ErrInvalidArgument. Acquire is cheaper this way (no Lua script on the
+// nodes; docs/performance.md prices the difference), and mutual exclusion is unchanged:
+// the same quorum, validity time and undo.
+//
+// What is lost is the protection of the data: a holder that pauses or is partitioned past
+// its validity time can still write after another holder took the lock, and nothing stops
+// that write (Kleppmann 2016, "Protecting against client pauses"; docs/failure-modes.md).
+// Use it only where a rare double holder costs efficiency, not correctness. Clients with
+// and without fencing may share keys: an acquisition without fencing leaves the counter
+// alone, so the tokens of the fenced ones still increase. [WithCounterIdleTTL] has no
+// effect, and [Client.Status] reports the counters that fenced clients left.
+// Default: fencing on.
+func WithoutFencing() Option {
+	return func(c *config) error {
+		c.noFencing = true
 		return nil
 	}
 }

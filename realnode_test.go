@@ -22,9 +22,17 @@ import (
 // counter is incremented under the lock with a separate load and store, so any overlap of
 // two holders would lose an update; the holding order must see strictly increasing tokens.
 func TestRealContention(t *testing.T) {
-	const workers, rounds = 8, 200
+	t.Run("fencing", func(t *testing.T) { realContention(t, 200, true) })
+	t.Run("without-fencing", func(t *testing.T) { realContention(t, 100, false, WithoutFencing()) })
+}
+
+// realContention runs 8 workers that each acquire, update a shared counter and release,
+// rounds times. No two may hold the lock at once, and no update may be lost. With fencing,
+// tokens must increase in the order of the holdings; without, every token must be 0.
+func realContention(t *testing.T, rounds int, fenced bool, opts ...Option) {
+	const workers = 8
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
-	c := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(time.Second), WithRetryDelay(time.Millisecond))
+	c := newTestClient(t, cluster.ClientsT(t), append([]Option{WithNodeTimeout(time.Second), WithRetryDelay(time.Millisecond)}, opts...)...)
 	ctx := ctxT(t, 3*time.Minute)
 
 	var (
@@ -70,8 +78,21 @@ func TestRealContention(t *testing.T) {
 	if n := overlaps.Load(); n != 0 {
 		t.Fatalf("%d overlapping holders", n)
 	}
-	if got := counter.Load(); got != workers*rounds {
+	if got := counter.Load(); got != int64(workers*rounds) {
 		t.Fatalf("counter %d, want %d: an update was lost", got, workers*rounds)
+	}
+	if !fenced {
+		for i, tok := range order {
+			if tok != 0 {
+				t.Fatalf("holding %d got token %d without fencing, want 0", i, tok)
+			}
+		}
+		for i, rc := range cluster.ClientsT(t) {
+			if n, err := rc.Exists(ctx, FencePrefix+"{real:contention}").Result(); err != nil || n != 0 {
+				t.Fatalf("node %d: fence counter present without fencing (exists %d, err %v)", i, n, err)
+			}
+		}
+		return
 	}
 	for i := 1; i < len(order); i++ {
 		if order[i] <= order[i-1] {

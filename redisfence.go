@@ -184,7 +184,7 @@ func (f *RedisFence) write(ctx context.Context, op, key string, tok Token, opArg
 		return 0, err
 	}
 	if tok == 0 {
-		return 0, invalidf("fenced %s %q with token 0; tokens start at 1", op, key)
+		return 0, invalidf("fenced %s %q with token 0: tokens start at 1, and a Client made WithoutFencing mints none", op, key)
 	}
 	args := append([]any{tok.String(), op}, opArgs...)
 	res, err := fenceWriteScript.Run(ctx, f.client, []string{key, tokenKey}, args...).Slice()

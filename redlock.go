@@ -242,7 +242,8 @@ func (l *Lock) Key() string { return l.key }
 // for every acquisition. [Status.Holder] shows the same value.
 func (l *Lock) ID() string { return l.id }
 
-// Token returns the fencing token of this acquisition. It does not change on Extend.
+// Token returns the fencing token of this acquisition. It does not change on Extend. It is
+// 0 when the Client was made [WithoutFencing]; the fenced stores reject 0.
 func (l *Lock) Token() Token { return l.token }
 
 // Until returns the validity deadline: the lock must not be relied on at or after this

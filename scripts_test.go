@@ -81,6 +81,24 @@ func scriptCases(t *testing.T, rc redis.UniversalClient) {
 	}
 	// The next acquire increments the surviving counter.
 	expect("acquire after release", run(acquireScript, keys, "C", 10000, 1, 0), 9001)
+	// An acquire on a live counter refreshes its idle TTL.
+	expect("release C", run(releaseScript, []string{k}, "C"), 1)
+	expect("acquire, idle TTL refreshed", run(acquireScript, keys, "D", 10000, 1, 60000), 9002)
+	if ttl := rc.PTTL(ctx, f).Val(); ttl <= 59*time.Second || ttl > time.Minute {
+		t.Fatalf("counter idle TTL %v after an acquire on a live counter, want 1m", ttl)
+	}
+
+	// Without fencing: a plain SET NX PX, 1 when it set the key, 0 when a key was present.
+	plain := newSetNXCall("script:plain", "P", 10000)
+	for i, want := range []int64{1, 0} {
+		v, err := plain.run(ctx, rc)
+		if err != nil || v != want {
+			t.Fatalf("plain SET NX, call %d: %d, %v; want %d", i, v, err, want)
+		}
+	}
+	if get("script:plain") != "P" || rc.PTTL(ctx, "script:plain").Val() <= 9*time.Second {
+		t.Fatalf("plain SET NX: key %q TTL %v", get("script:plain"), rc.PTTL(ctx, "script:plain").Val())
+	}
 }
 
 func TestScriptsOnMiniredis(t *testing.T) {

@@ -29,12 +29,17 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- Our key is here but the counter is gone (evicted): mint as for a new counter.
 end
 -- INCR creates a missing counter at 1, a value no live counter has (seeds are >= 1 and
--- counters only grow from there), so 1 means "was missing": seed it instead. One call
--- fewer than testing EXISTS first.
+-- counters only grow from there), so 1 means "was missing": seed it instead, giving it its
+-- idle TTL in the same SET. One call fewer than testing EXISTS first, and one fewer than
+-- seeding and expiring apart.
 local token = redis.call('INCR', KEYS[2])
 if token == 1 then
-  redis.call('SET', KEYS[2], ARGV[3])
-  token = tonumber(ARGV[3])
+  if ARGV[4] ~= '0' then
+    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+  else
+    redis.call('SET', KEYS[2], ARGV[3])
+  end
+  return tonumber(ARGV[3])
 end
 if ARGV[4] ~= '0' then
   redis.call('PEXPIRE', KEYS[2], ARGV[4])

@@ -107,7 +107,7 @@ func Check(res sql.Result, resource string, tok redlock.Token) error {
 // redlock.ErrInvalidArgument for 0 or a token above [MaxToken].
 func Param(tok redlock.Token) (int64, error) {
 	if tok == 0 {
-		return 0, invalidf("token 0; tokens start at 1")
+		return 0, invalidf("token 0: tokens start at 1, and a Client made WithoutFencing mints none")
 	}
 	if tok > MaxToken {
 		return 0, invalidf("token %d does not fit a BIGINT", tok)

@@ -176,7 +176,7 @@ func (r *runner) header(n int) {
 	fmt.Fprintf(w, "- Go %s; %s; %s\n", runtime.Version(), redisVersion(), depVersions())
 	fmt.Fprintf(w, "- %d redis-server nodes on 127.0.0.1, no persistence; scenarios other than h use the first 5\n", n)
 	fmt.Fprintf(w, "- both libraries: one go-redis client per node per contender, `redis.Options{Addr: …}` and nothing else; lock TTL 8 s (redsync's default expiry)\n")
-	fmt.Fprintf(w, "- ours: `redlock.New(clients)` with default options (node timeout 100 ms); fencing tokens are always on: the library has no fencing-off mode, so its price cannot be shown separately\n")
+	fmt.Fprintf(w, "- ours: `redlock.New(clients)` with default options (node timeout 100 ms); fencing tokens on (the default; the targets are measured so); rows marked WithoutFencing price the feature: plain SET NX PX, no token\n")
 	fmt.Fprintf(w, "- redsync: `redsync.New(pools...)` and `NewMutex(key)` with default options (expiry 8 s, 32 tries, retry delay drawn from [50, 250) ms, timeout factor 0.05), and the same plus `WithFailFast(true)`\n")
 	fmt.Fprintf(w, "- durations per contender: a/e %s, b/c/d first window %s + steady %s (goroutine drain cap %s), f %s, h %s; slices of %s, interleaved in rotating order\n\n",
 		r.cfg.Dur, r.cfg.First, r.cfg.FaultDur, r.cfg.Settle, r.cfg.FDur, r.cfg.HDur, r.cfg.Slice)

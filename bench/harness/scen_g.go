@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,6 +37,11 @@ func (r *runner) scenarioG(ctx context.Context) error {
 		return err
 	}
 	defer o.close()
+	unfenced, err := newOurs(addrs, redlock.WithoutFencing())
+	if err != nil {
+		return err
+	}
+	defer unfenced.close()
 	rsd, rsf := newRsync(addrs, false), newRsync(addrs, true)
 	defer rsd.close()
 	defer rsf.close()
@@ -53,9 +59,9 @@ func (r *runner) scenarioG(ctx context.Context) error {
 	// A failed cycle (a node slower than the node timeout on a busy machine) is counted and
 	// skipped rather than ending the benchmark; the count is reported. b.Fatal's message
 	// would be lost outside a test binary.
-	failures := make([]int, 7)
+	failures := make([]int, 8)
 	var ops int64 // iterations over all the invocations of the current loop
-	lastErr := make([]error, 7)
+	lastErr := make([]error, 8)
 	cur := 0
 	fail := func(_ *testing.B, name string, err error) {
 		failures[cur]++
@@ -66,19 +72,21 @@ func (r *runner) scenarioG(ctx context.Context) error {
 		fn   func(b *testing.B)
 		sent []string // the commands the loop itself sends (INFO commandstats also counts those run inside scripts)
 	}
-	ourLoop := func(b *testing.B) {
-		keys := keyRing("g:ours:", 1024)
-		b.ReportAllocs()
-		b.ResetTimer()
-		ops += int64(b.N)
-		for i := 0; i < b.N; i++ {
-			l, err := o.c.TryAcquire(ctx, keys[i%len(keys)], lockTTL)
-			if err != nil {
-				fail(b, "ours: acquire", err)
-				continue
-			}
-			if err := l.Release(ctx); err != nil {
-				fail(b, "ours: release", err)
+	ourLoop := func(o *ours, prefix string) func(b *testing.B) {
+		return func(b *testing.B) {
+			keys := keyRing(prefix, 1024)
+			b.ReportAllocs()
+			b.ResetTimer()
+			ops += int64(b.N)
+			for i := 0; i < b.N; i++ {
+				l, err := o.c.TryAcquire(ctx, keys[i%len(keys)], lockTTL)
+				if err != nil {
+					fail(b, prefix+" acquire", err)
+					continue
+				}
+				if err := l.Release(ctx); err != nil {
+					fail(b, prefix+" release", err)
+				}
 			}
 		}
 	}
@@ -120,16 +128,17 @@ func (r *runner) scenarioG(ctx context.Context) error {
 	}
 	scripts, setAndScripts := []string{"evalsha", "eval"}, []string{"set", "evalsha", "eval"}
 	benches := []bench{
-		{"ours: TryAcquire+Release", ourLoop, scripts},
+		{"ours: TryAcquire+Release", ourLoop(o, "g:ours:"), scripts},
 		{"redsync default: NewMutex(WithTries(1))+Lock+Unlock", rsLoop(rsd, "g:rs:"), setAndScripts},
 		{"redsync fail-fast: same, WithFailFast(true)", rsLoop(rsf, "g:rsff:"), setAndScripts},
 		{"floor: single node", floorLoop(single, "g:single:"), setAndScripts},
 		{"floor: naive 5-node fan-out", floorLoop(fan, "g:fanout:"), setAndScripts},
 		{"floor: quorum return, SET NX", floorLoop(qset, "g:qset:"), setAndScripts},
 		{"floor: quorum return, acquire.lua", floorLoop(qlua, "g:qlua:"), scripts},
+		{"ours, WithoutFencing (no token)", ourLoop(unfenced, "g:ours-nofence:"), setAndScripts},
 	}
 	// Warm every client (dial, load scripts) before counting.
-	for i, im := range []impl{o, rsd, rsf, single, fan, qset, qlua} {
+	for i, im := range []impl{o, rsd, rsf, single, fan, qset, qlua, unfenced} {
 		c := &contender{impl: im, prefix: fmt.Sprintf("g:warm%d:", i)}
 		c.warm(ctx)
 	}

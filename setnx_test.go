@@ -1,0 +1,196 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestWithoutFencing: a Client made WithoutFencing sets the key on every node with a plain
+// SET NX PX, mints token 0, leaves fence counters alone (also those of fenced clients on
+// the same key), and still excludes a second holder.
+func TestWithoutFencing(t *testing.T) {
+	servers, clients := miniNodes(t, 5)
+	plain := newTestClient(t, clients, WithoutFencing(), WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t, 10*time.Second)
+
+	l, err := plain.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token() != 0 {
+		t.Fatalf("token %d without fencing, want 0", l.Token())
+	}
+	settle(plain)
+	for i, s := range servers {
+		if got, _ := s.Get(testKey); got != l.ID() {
+			t.Fatalf("node %d holds %q, want our id", i, got)
+		}
+		if ttl := s.TTL(testKey); ttl <= 9*time.Second || ttl > 10*time.Second {
+			t.Fatalf("node %d: TTL %v, want the lock's 10s", i, ttl)
+		}
+		if s.Exists(testFence) {
+			t.Fatalf("node %d: a fence counter was created without fencing", i)
+		}
+	}
+
+	// A second holder is refused, fenced or not, and the error says why per node.
+	fenced := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	for name, c := range map[string]*Client{"plain": plain, "fenced": fenced} {
+		_, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+		if !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("%s: second acquire: %v, want ErrNotAcquired", name, err)
+		}
+		var qe *QuorumError
+		if !errors.As(err, &qe) || qe.Agreed != 0 || !strings.Contains(err.Error(), "key") {
+			t.Fatalf("%s: second acquire: %v, want a QuorumError with 0 agreed", name, err)
+		}
+	}
+
+	// A fenced store rejects token 0 before writing anything.
+	fence := NewRedisFence(clients[0])
+	if err := fence.Set(ctx, "store:x", "v", l.Token()); !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("RedisFence.Set with token 0: %v, want ErrInvalidArgument", err)
+	}
+	if servers[0].Exists("store:x") {
+		t.Fatal("RedisFence.Set with token 0 wrote")
+	}
+
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settle(plain)
+	for i, s := range servers {
+		if s.Exists(testKey) {
+			t.Fatalf("node %d still has the key after release", i)
+		}
+	}
+
+	// Mixed use of one key: the unfenced acquisition between two fenced ones leaves the
+	// counters where the first fenced one put them, and the next fenced token is higher.
+	f1, err := fenced.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settle(fenced)
+	p2, err := plain.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(plain)
+	for i, s := range servers {
+		if got, _ := s.Get(testFence); got != f1.Token().String() {
+			t.Fatalf("node %d: counter %q after an unfenced acquire, want %d untouched", i, got, f1.Token())
+		}
+	}
+	if err := p2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f3, err := fenced.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f3.Token() <= f1.Token() {
+		t.Fatalf("fenced token %d after %d, want higher", f3.Token(), f1.Token())
+	}
+	if err := f3.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWithoutFencingForeignHolder: another holder's key on k of 5 nodes. Without fencing the
+// acquire succeeds exactly when 5-k ≥ 3, never touches the foreign keys, and a failed
+// acquire leaves none of its own keys behind.
+func TestWithoutFencingForeignHolder(t *testing.T) {
+	for k := range 6 {
+		t.Run(strconv.Itoa(k), func(t *testing.T) {
+			servers, clients := miniNodes(t, 5)
+			for i := range k {
+				servers[i].Set(testKey, "someone-else")
+				servers[i].SetTTL(testKey, 5*time.Second)
+			}
+			c, err := New(clients, WithoutFencing(), WithNodeTimeout(2*time.Second))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, 10*time.Second)
+			c.Close()
+			if (err == nil) != (5-k >= 3) {
+				t.Fatalf("k=%d: err %v", k, err)
+			}
+			if err != nil && !errors.Is(err, ErrNotAcquired) {
+				t.Fatalf("k=%d: err %v does not match ErrNotAcquired", k, err)
+			}
+			for i, s := range servers {
+				got, _ := s.Get(testKey)
+				switch {
+				case i < k && got != "someone-else":
+					t.Fatalf("node %d: foreign key became %q", i, got)
+				case i >= k && err != nil && got != "":
+					t.Fatalf("node %d: key %q left after a failed acquire", i, got)
+				case i >= k && err == nil && got != l.ID():
+					t.Fatalf("node %d: holds %q, want our id", i, got)
+				case s.Exists(testFence):
+					t.Fatalf("node %d: fence counter created without fencing", i)
+				}
+			}
+		})
+	}
+}
+
+// resendHook makes a go-redis client send every SET twice and return the second reply, as
+// go-redis does when it retries a command whose reply was lost on the way back.
+type resendHook struct{}
+
+func (resendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (resendHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (resendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "set" {
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestWithoutFencingUndoesAResentSet: a plain SET NX that go-redis resent after losing the
+// reply finds our own key and answers "present". When the acquire then fails, the undo must
+// still remove that key, since it may be ours (it can only remove a key holding our id).
+func TestWithoutFencingUndoesAResentSet(t *testing.T) {
+	servers, clients := miniNodes(t, 5)
+	// Nodes 0 and 1 are held by someone else; node 2 resends every SET.
+	for i := range 2 {
+		servers[i].Set(testKey, "someone-else")
+		servers[i].SetTTL(testKey, 5*time.Second)
+	}
+	clients[2].(*redis.Client).AddHook(resendHook{})
+
+	c := newTestClient(t, clients, WithoutFencing(), WithNodeTimeout(2*time.Second))
+	_, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, 10*time.Second)
+	var qe *QuorumError
+	if !errors.As(err, &qe) || qe.Agreed != 2 {
+		t.Fatalf("acquire: %v, want ErrNotAcquired with 2 agreed (node 2 answered \"present\" to the resend)", err)
+	}
+	settle(c)
+	for i, s := range servers {
+		got, _ := s.Get(testKey)
+		if i < 2 && got != "someone-else" {
+			t.Fatalf("node %d: foreign key became %q", i, got)
+		}
+		if i >= 2 && got != "" {
+			t.Fatalf("node %d: our key %q left after the failed acquire", i, got)
+		}
+	}
+}
