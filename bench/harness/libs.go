@@ -44,7 +44,8 @@ func closeClients(cs []*redis.Client) {
 	}
 }
 
-// ours is github.com/quorumlock/redlock with default options (fencing is always on).
+// ours is github.com/quorumlock/redlock, with default options (fencing on) unless opts say
+// otherwise.
 type ours struct {
 	c       *redlock.Client
 	clients []*redis.Client
