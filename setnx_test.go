@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,7 +65,10 @@ func TestWithoutFencing(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Also wait for the refused attempts' late replies and undos: a script that reaches a
+	// node after the release there sets a key, which its undo then removes.
 	settle(plain)
+	settle(fenced)
 	for i, s := range servers {
 		if s.Exists(testKey) {
 			t.Fatalf("node %d still has the key after release", i)
@@ -81,14 +85,21 @@ func TestWithoutFencing(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(fenced)
+	// Compare with the counters as they are now rather than with f1's token: a late script
+	// of the refused attempts above may have left one node's counter behind (a lagging
+	// counter is allowed; docs/design.md §3.2).
+	before := make([]string, len(servers))
+	for i, s := range servers {
+		before[i], _ = s.Get(testFence)
+	}
 	p2, err := plain.TryAcquire(ctx, testKey, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	settle(plain)
 	for i, s := range servers {
-		if got, _ := s.Get(testFence); got != f1.Token().String() {
-			t.Fatalf("node %d: counter %q after an unfenced acquire, want %d untouched", i, got, f1.Token())
+		if got, _ := s.Get(testFence); got != before[i] {
+			t.Fatalf("node %d: counter %q after an unfenced acquire, want %q untouched", i, got, before[i])
 		}
 	}
 	if err := p2.Release(ctx); err != nil {
@@ -147,18 +158,22 @@ func TestWithoutFencingForeignHolder(t *testing.T) {
 }
 
 // resendHook makes a go-redis client send every SET twice and return the second reply, as
-// go-redis does when it retries a command whose reply was lost on the way back.
-type resendHook struct{}
+// go-redis does when it retries a command whose reply was lost on the way back. firstSet
+// records whether a first send set the key.
+type resendHook struct{ firstSet atomic.Bool }
 
-func (resendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (resendHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (*resendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*resendHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
-func (resendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (h *resendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if cmd.Name() == "set" {
 			if err := next(ctx, cmd); err != nil {
 				return err
+			}
+			if cmd.(*redis.Cmd).Val() == "OK" {
+				h.firstSet.Store(true)
 			}
 		}
 		return next(ctx, cmd)
@@ -175,15 +190,18 @@ func TestWithoutFencingUndoesAResentSet(t *testing.T) {
 		servers[i].Set(testKey, "someone-else")
 		servers[i].SetTTL(testKey, 5*time.Second)
 	}
-	clients[2].(*redis.Client).AddHook(resendHook{})
+	hook := &resendHook{}
+	clients[2].(*redis.Client).AddHook(hook)
 
 	c := newTestClient(t, clients, WithoutFencing(), WithNodeTimeout(2*time.Second))
 	_, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, 10*time.Second)
-	var qe *QuorumError
-	if !errors.As(err, &qe) || qe.Agreed != 2 {
-		t.Fatalf("acquire: %v, want ErrNotAcquired with 2 agreed (node 2 answered \"present\" to the resend)", err)
+	if !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("acquire: %v, want ErrNotAcquired (3 nodes answer \"present\")", err)
 	}
 	settle(c)
+	if !hook.firstSet.Load() {
+		t.Fatal("the first SET to node 2 did not set our key: the test did not set up a resend")
+	}
 	for i, s := range servers {
 		got, _ := s.Get(testKey)
 		if i < 2 && got != "someone-else" {
