@@ -216,7 +216,9 @@ func (c *Client) undoAcquire(ctx context.Context, key, id string, ttl time.Durat
 			}
 			answered[r.node] = true
 			waiting--
-			if r.err != nil || r.val > 0 {
+			// Without fencing a "present" reply may be a resend of ours (see
+			// applyAcquireReply), so it is released too.
+			if r.err != nil || r.val > 0 || c.cfg.noFencing {
 				release(r.node)
 			}
 		}

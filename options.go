@@ -154,7 +154,8 @@ func WithAmnesiaTolerance(f int) Option {
 
 // WithCounterIdleTTL sets how long a fence counter may sit unused before Redis expires it,
 // which keeps memory bounded when locks are taken on millions of distinct keys. 0 means
-// counters never expire. d must be 0 or at least one second, in whole milliseconds.
+// counters never expire: those this client creates get no TTL, and an acquire leaves a
+// counter's existing TTL (set by a client with another setting) as it is. d must be 0 or at least one second, in whole milliseconds.
 // Default [DefaultCounterIdleTTL].
 func WithCounterIdleTTL(d time.Duration) Option {
 	return func(c *config) error {
@@ -174,7 +175,12 @@ func WithCounterIdleTTL(d time.Duration) Option {
 // written, and every [Lock.Token] is 0, which [RedisFence] and package sqlfence reject with
 // an error matching ErrInvalidArgument. Acquire is cheaper this way (no Lua script on the
 // nodes; docs/performance.md prices the difference), and mutual exclusion is unchanged:
-// the same quorum, validity time and undo.
+// the same quorum and validity time. Since a plain SET cannot tell whether the key it found
+// is another holder's or ours (a SET that go-redis resent after losing the reply), the undo
+// of a failed acquire also releases the nodes that answered "present"; the release deletes
+// only a key that holds our id. Keys follow the same rules as with fencing (no
+// [FencePrefix], a '}' only inside a hash tag), so that fenced and unfenced clients can
+// share them.
 //
 // What is lost is the protection of the data: a holder that pauses or is partitioned past
 // its validity time can still write after another holder took the lock, and nothing stops

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -208,6 +209,71 @@ func TestWithoutFencingUndoesAResentSet(t *testing.T) {
 			t.Fatalf("node %d: foreign key became %q", i, got)
 		}
 		if i >= 2 && got != "" {
+			t.Fatalf("node %d: our key %q left after the failed acquire", i, got)
+		}
+	}
+}
+
+// gatedResendHook resends every SET like resendHook, but holds the second reply until gate
+// is closed, so that the acquire is decided before this node answers "present". landed
+// receives the first send's error once it has been applied.
+type gatedResendHook struct {
+	gate   chan struct{}
+	landed chan error
+}
+
+func (*gatedResendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*gatedResendHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *gatedResendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() != "set" {
+			return next(ctx, cmd)
+		}
+		if err := next(ctx, cmd); err != nil {
+			h.landed <- err
+			return err
+		}
+		h.landed <- nil
+		err := next(ctx, cmd)
+		<-h.gate
+		return err
+	}
+}
+
+// TestWithoutFencingUndoesALateResentSet: the same, when the resent SET's "present" arrives
+// after the acquire was decided. The undo's wait for late replies must release it too.
+func TestWithoutFencingUndoesALateResentSet(t *testing.T) {
+	servers, clients := miniNodes(t, 5)
+	for i := range 3 {
+		servers[i].Set(testKey, "someone-else")
+		servers[i].SetTTL(testKey, 5*time.Second)
+	}
+	hook := &gatedResendHook{gate: make(chan struct{}), landed: make(chan error, 1)}
+	clients[4].(*redis.Client).AddHook(hook)
+
+	c := newTestClient(t, clients, WithoutFencing(), WithNodeTimeout(2*time.Second))
+	var open sync.Once
+	t.Cleanup(func() { open.Do(func() { close(hook.gate) }) }) // before c.Close, on any path
+	_, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, 10*time.Second)
+	if !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("acquire: %v, want ErrNotAcquired (3 foreign holders)", err)
+	}
+	if err := <-hook.landed; err != nil {
+		t.Fatalf("first SET to node 4: %v", err)
+	}
+	if got, _ := servers[4].Get(testKey); got == "" {
+		t.Fatal("node 4 has no key after the first SET: the test set up nothing")
+	}
+	open.Do(func() { close(hook.gate) }) // node 4's "present" reaches the undo only now
+	settle(c)
+	for i, s := range servers {
+		got, _ := s.Get(testKey)
+		if i < 3 && got != "someone-else" {
+			t.Fatalf("node %d: foreign key became %q", i, got)
+		}
+		if i >= 3 && got != "" {
 			t.Fatalf("node %d: our key %q left after the failed acquire", i, got)
 		}
 	}

@@ -39,7 +39,8 @@ type Status struct {
 	// an acquire needs a quorum of nodes, each of which increments its counter (or seeds a
 	// missing one from the clock), so the token is at least the Q-th smallest of those next
 	// values; nodes that did not answer count as unknown (as low as possible). 0 when too few
-	// nodes answered to say.
+	// nodes answered to say. It bounds the next fenced acquire; a Client made
+	// [WithoutFencing] gets token 0 and leaves the counters alone.
 	NextTokenAtLeast Token
 }
 

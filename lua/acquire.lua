@@ -5,7 +5,8 @@
 -- ARGV[1]  the holder id (random, 128 bits, hex)
 -- ARGV[2]  the lock TTL in milliseconds
 -- ARGV[3]  the seed for a missing counter: the acquiring client's clock in microseconds
--- ARGV[4]  the counter's idle TTL in milliseconds, "0" for a counter that never expires
+-- ARGV[4]  the counter's idle TTL in milliseconds; "0" creates a counter without expiry and
+--          leaves the expiry of an existing one as it is
 --
 -- Returns the counter value (>= 1) when the lock was taken. Returns minus the remaining
 -- milliseconds of the current holder's key (<= 0) when the key is held by another holder.
