@@ -177,11 +177,13 @@ func TestDoCancelsBeforeExpiry(t *testing.T) {
 // moves around the nodes would eventually take the lock down, as the algorithm demands.)
 func TestDoToleratesMinorityFlaps(t *testing.T) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
-	c, err := New(cluster.ClientsT(t), WithNodeTimeout(50*time.Millisecond))
+	// A node timeout and a TTL with room for a busy machine (the healthy three must answer
+	// every renewal within the node timeout); the flaps scale with the TTL.
+	c, err := New(cluster.ClientsT(t), WithNodeTimeout(150*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const ttl = 300 * time.Millisecond
+	const ttl = 900 * time.Millisecond
 	var flaps atomic.Int32
 	err = c.Do(ctxT(t, time.Minute), "do:flaps", ttl, func(ctx context.Context, l *Lock) error {
 		for round := range 8 {
