@@ -155,7 +155,8 @@ func WithAmnesiaTolerance(f int) Option {
 // WithCounterIdleTTL sets how long a fence counter may sit unused before Redis expires it,
 // which keeps memory bounded when locks are taken on millions of distinct keys. 0 means
 // counters never expire: those this client creates get no TTL, and an acquire leaves a
-// counter's existing TTL (set by a client with another setting) as it is. d must be 0 or at least one second, in whole milliseconds.
+// counter's existing TTL (set by a client with another setting) as it is. d must be 0 or at
+// least one second, in whole milliseconds.
 // Default [DefaultCounterIdleTTL].
 func WithCounterIdleTTL(d time.Duration) Option {
 	return func(c *config) error {

@@ -247,7 +247,11 @@ func TestDeadNodes(t *testing.T) {
 
 // TestForeignHolder puts another holder's key on k nodes. The acquire succeeds exactly when
 // 5 − k ≥ 3; the other holder's keys are never touched, and a failed acquire leaves no key.
-func TestForeignHolder(t *testing.T) {
+func TestForeignHolder(t *testing.T) { foreignHolder(t, true) }
+
+// foreignHolder runs the cases of TestForeignHolder with opts; fenced says whether opts
+// leave fencing on, which decides what may happen to the fence counter.
+func foreignHolder(t *testing.T, fenced bool, opts ...Option) {
 	for k := range 6 {
 		t.Run(strconv.Itoa(k), func(t *testing.T) {
 			servers, clients := miniNodes(t, 5)
@@ -255,11 +259,11 @@ func TestForeignHolder(t *testing.T) {
 				servers[i].Set(testKey, "someone-else")
 				servers[i].SetTTL(testKey, 5*time.Second)
 			}
-			c, err := New(clients, WithNodeTimeout(2*time.Second))
+			c, err := New(clients, append([]Option{WithNodeTimeout(2 * time.Second)}, opts...)...)
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.TryAcquire(ctxT(t, 5*time.Second), testKey, 10*time.Second)
+			l, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, 10*time.Second)
 			c.Close()
 			if (err == nil) != (5-k >= 3) {
 				t.Fatalf("k=%d: err %v", k, err)
@@ -274,8 +278,12 @@ func TestForeignHolder(t *testing.T) {
 					t.Fatalf("node %d: foreign key became %q", i, got)
 				case i >= k && err != nil && got != "":
 					t.Fatalf("node %d: key %q left after a failed acquire", i, got)
-				case i < k && s.Exists(testFence):
+				case fenced && i < k && s.Exists(testFence):
 					t.Fatalf("node %d: counter moved under another holder", i)
+				case !fenced && i >= k && err == nil && got != l.ID():
+					t.Fatalf("node %d: holds %q, want our id", i, got)
+				case !fenced && s.Exists(testFence):
+					t.Fatalf("node %d: fence counter created without fencing", i)
 				}
 			}
 		})
