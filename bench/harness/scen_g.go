@@ -72,24 +72,6 @@ func (r *runner) scenarioG(ctx context.Context) error {
 		fn   func(b *testing.B)
 		sent []string // the commands the loop itself sends (INFO commandstats also counts those run inside scripts)
 	}
-	ourLoop := func(o *ours, prefix string) func(b *testing.B) {
-		return func(b *testing.B) {
-			keys := keyRing(prefix, 1024)
-			b.ReportAllocs()
-			b.ResetTimer()
-			ops += int64(b.N)
-			for i := 0; i < b.N; i++ {
-				l, err := o.c.TryAcquire(ctx, keys[i%len(keys)], lockTTL)
-				if err != nil {
-					fail(b, prefix+" acquire", err)
-					continue
-				}
-				if err := l.Release(ctx); err != nil {
-					fail(b, prefix+" release", err)
-				}
-			}
-		}
-	}
 	rsLoop := func(rs *rsync, prefix string) func(b *testing.B) {
 		return func(b *testing.B) {
 			keys := keyRing(prefix, 1024)
@@ -108,7 +90,8 @@ func (r *runner) scenarioG(ctx context.Context) error {
 			}
 		}
 	}
-	floorLoop := func(f impl, prefix string) func(b *testing.B) {
+	// implLoop is TryAcquire+Release through the harness interface: ours and the floors.
+	implLoop := func(f impl, prefix string) func(b *testing.B) {
 		return func(b *testing.B) {
 			keys := keyRing(prefix, 1024)
 			b.ReportAllocs()
@@ -128,14 +111,14 @@ func (r *runner) scenarioG(ctx context.Context) error {
 	}
 	scripts, setAndScripts := []string{"evalsha", "eval"}, []string{"set", "evalsha", "eval"}
 	benches := []bench{
-		{"ours: TryAcquire+Release", ourLoop(o, "g:ours:"), scripts},
+		{"ours: TryAcquire+Release", implLoop(o, "g:ours:"), scripts},
 		{"redsync default: NewMutex(WithTries(1))+Lock+Unlock", rsLoop(rsd, "g:rs:"), setAndScripts},
 		{"redsync fail-fast: same, WithFailFast(true)", rsLoop(rsf, "g:rsff:"), setAndScripts},
-		{"floor: single node", floorLoop(single, "g:single:"), setAndScripts},
-		{"floor: naive 5-node fan-out", floorLoop(fan, "g:fanout:"), setAndScripts},
-		{"floor: quorum return, SET NX", floorLoop(qset, "g:qset:"), setAndScripts},
-		{"floor: quorum return, acquire.lua", floorLoop(qlua, "g:qlua:"), scripts},
-		{"ours, WithoutFencing (no token)", ourLoop(unfenced, "g:ours-nofence:"), setAndScripts},
+		{"floor: single node", implLoop(single, "g:single:"), setAndScripts},
+		{"floor: naive 5-node fan-out", implLoop(fan, "g:fanout:"), setAndScripts},
+		{"floor: quorum return, SET NX", implLoop(qset, "g:qset:"), setAndScripts},
+		{"floor: quorum return, acquire.lua", implLoop(qlua, "g:qlua:"), scripts},
+		{"ours, WithoutFencing (no token)", implLoop(unfenced, "g:ours-nofence:"), setAndScripts},
 	}
 	// Warm every client (dial, load scripts) before counting.
 	for i, im := range []impl{o, rsd, rsf, single, fan, qset, qlua, unfenced} {
