@@ -68,8 +68,12 @@ func (c *contender) warm(ctx context.Context) {
 // budget is not used up runs one slice (at most slice long), in an order that rotates every
 // round, so that the machine's noise falls on all of them alike. A contender stops once
 // its slices add up to budget; a slow contender whose single cycle outlasts a slice simply
-// gets fewer slices.
-func interleave(ctx context.Context, cts []*contender, sts []*stats, budget, slice time.Duration, maxOps int) {
+// gets fewer slices. It returns one stats per contender, in the order of cts.
+func interleave(ctx context.Context, cts []*contender, budget, slice time.Duration, maxOps int) []*stats {
+	sts := make([]*stats, len(cts))
+	for i := range sts {
+		sts[i] = &stats{}
+	}
 	for round := 0; ctx.Err() == nil; round++ {
 		ran := false
 		for j := range cts {
@@ -82,9 +86,10 @@ func interleave(ctx context.Context, cts []*contender, sts []*stats, budget, sli
 			cts[k].runSlice(ctx, sts[k], min(slice, left), maxOps)
 		}
 		if !ran {
-			return
+			break
 		}
 	}
+	return sts
 }
 
 // quiesce waits until the goroutine count (without the fault proxies') has stopped moving

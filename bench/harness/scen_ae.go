@@ -79,12 +79,8 @@ func (r *runner) scenarioAE(ctx context.Context) error {
 	for _, c := range cts {
 		c.warm(ctx)
 	}
-	sts := make([]*stats, len(cts))
-	for i := range sts {
-		sts[i] = &stats{}
-	}
 	r.logf("a/e: %d contenders × %s, interleaved", len(cts), r.cfg.Dur)
-	interleave(ctx, cts, sts, r.cfg.Dur, r.cfg.Slice, r.cfg.MaxOps)
+	sts := interleave(ctx, cts, r.cfg.Dur, r.cfg.Slice, r.cfg.MaxOps)
 
 	ours, rs, single, fan, qset, qlua, nofence := sts[0], sts[1], sts[3], sts[4], sts[5], sts[6], sts[7]
 	row := func(c *contender, st *stats) []string {

@@ -151,12 +151,8 @@ func (r *runner) scenarioFault(ctx context.Context, id string) error {
 	for k := range degraded {
 		cts = append(cts, healthy[k], degraded[k])
 	}
-	sts := make([]*stats, len(cts))
-	for i := range sts {
-		sts[i] = &stats{}
-	}
 	r.logf("%s: steady state, %d contenders × %s, interleaved", id, len(cts), r.cfg.FaultDur)
-	interleave(ctx, cts, sts, r.cfg.FaultDur, r.cfg.Slice, r.cfg.MaxOps)
+	sts := interleave(ctx, cts, r.cfg.FaultDur, r.cfg.Slice, r.cfg.MaxOps)
 
 	w := r.out
 	fmt.Fprintf(w, "## %s: %s\n\n", id, kind.title)

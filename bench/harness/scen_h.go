@@ -23,12 +23,8 @@ func (r *runner) scenarioH(ctx context.Context) error {
 	for _, c := range cts {
 		c.warm(ctx)
 	}
-	sts := make([]*stats, len(cts))
-	for i := range sts {
-		sts[i] = &stats{}
-	}
 	r.logf("h: %d contenders × %s, interleaved", len(cts), r.cfg.HDur)
-	interleave(ctx, cts, sts, r.cfg.HDur, r.cfg.Slice, r.cfg.MaxOps)
+	sts := interleave(ctx, cts, r.cfg.HDur, r.cfg.Slice, r.cfg.MaxOps)
 
 	w := r.out
 	fmt.Fprintf(w, "## h: scaling with the number of nodes N (uncontended cycle, 1 goroutine)\n\n")
