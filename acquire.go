@@ -2,86 +2,82 @@ package redlock
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
-// nodeReply is one node's answer to the acquire or the raise script.
-type nodeReply struct {
-	node  int
-	raise bool // a reply to raise.lua rather than acquire.lua
-	val   int64
-	err   error
+// Tags of an attempt's calls.
+const (
+	tagAcquire uint8 = iota
+	tagRaise
+)
+
+// attempt is one run of the acquire protocol of docs/design.md: the acquire script on every
+// node, then, if the counters disagree, the raise script on the nodes below the chosen
+// token; on failure, the undo. It owns its replies and per-node state.
+type attempt struct {
+	c           *Client
+	key, fence  string
+	id          string
+	ttl         time.Duration
+	start       time.Time
+	validityEnd time.Time
+
+	events   chan event
+	acq      []*call // per node: the acquire call (a Lock keeps them for ordering)
+	tally    *acquireTally
+	nodeErrs []error
+	returned []bool // the acquire call's real fate is known: answered, or never written
+	mayHold  []bool // our key may be on the node: set, resent, or an error hid the answer
 }
 
-// acquire runs one attempt of the protocol in docs/design.md: the acquire script on every
-// node in parallel, then, if the counters disagree, the raise script on the nodes below the
-// chosen token. The caller has validated the arguments and registered the call.
+// deliver receives the transport's events; the channel has room for every event the
+// attempt's calls can produce, so it never blocks.
+func (a *attempt) deliver(ev event) { a.events <- ev }
+
+// acquire runs one attempt. The caller has validated the arguments and registered the call.
 func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Duration) (*Lock, error) {
 	n := len(c.nodes)
-	keys := []string{key, fence}
-	start := c.cfg.clock.Now()
-	drift := Drift(ttl, c.cfg.driftFactor)
-	validityEnd := start.Add(ttl - drift)
-
-	// Buffered for one acquire and one raise reply per node, so that no sender ever blocks
-	// after the outcome is decided.
-	replies := make(chan nodeReply, 2*n)
-	var acq nodeCall
+	a := &attempt{
+		c: c, key: key, fence: fence, id: id, ttl: ttl,
+		start: c.cfg.clock.Now(),
+		// Per node at most: acquire (timeout + late) and raise (timeout + late).
+		events:   make(chan event, 4*n),
+		acq:      make([]*call, n),
+		tally:    newAcquireTally(n, c.quorum),
+		nodeErrs: make([]error, n),
+		returned: make([]bool, n),
+		mayHold:  make([]bool, n),
+	}
+	a.validityEnd = a.start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
+	var cmd *command
 	if c.cfg.noFencing {
-		acq = newSetNXCall(key, id, ttl.Milliseconds())
+		cmd = newSetNXCall(key, id, ttl.Milliseconds())
 	} else {
-		acq = newScriptCall(acquireScript, keys, id, ttl.Milliseconds(), counterSeed(start), c.counterIdleMillis(ttl))
+		cmd = newScriptCall(acquireScript, []string{key, fence}, id, ttl.Milliseconds(), counterSeed(a.start), c.counterIdleMillis(ttl))
 	}
-	// sent[i] is closed once node i's acquire call has returned. The lock's later extend and
-	// release wait for it on that node alone, so they can never overtake a slow SET there.
-	sent := make([]chan struct{}, n)
-	calls := c.newBatch(ctx)
 	for i := range c.nodes {
-		sent[i] = make(chan struct{})
-		c.bg.Add(1) // as spawn, without its second closure: this is the hot path
-		go func() {
-			defer c.bg.Done()
-			v, err := acq.run(calls.ctx, c.nodes[i].client)
-			calls.done()
-			close(sent[i])
-			replies <- nodeReply{node: i, val: v, err: err}
-		}()
+		a.acq[i] = cmd.newCall(tagAcquire, a)
 	}
+	for i, call := range a.acq {
+		c.sendTo(i, call)
+	}
+	return a.run(ctx)
+}
 
-	tally := newAcquireTally(n, c.quorum)
-	nodeErrs := make([]error, n)
-	deadline := make([]time.Time, n) // when a pending acquire or raise gives up
-	answered := make([]bool, n)      // the acquire script's reply arrived
-	held := make([]bool, n)          // the node answered that another holder has the key
-	for i := range deadline {
-		deadline[i] = start.Add(c.cfg.nodeTimeout)
-	}
-	sendRaise := func(i int, target int64, now time.Time) {
-		deadline[i] = now.Add(c.cfg.nodeTimeout)
-		c.cfg.logger.Debug("redlock: raising fence counter", "key", key, "node", i,
-			"from", tally.counter[i], "to", target)
-		c.spawn(func() {
-			v, err := c.eval(ctx, i, newScriptCall(raiseScript, keys, id, target, c.counterIdleMillis(ttl)))
-			replies <- nodeReply{node: i, raise: true, val: v, err: err}
-		})
-	}
-
+// run waits for the replies until the attempt is decided.
+func (a *attempt) run(ctx context.Context) (*Lock, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var cause error
 	for {
-		v, token, raise := tally.decide()
-		now := c.cfg.clock.Now()
+		v, token, raise := a.tally.decide()
+		now := a.c.cfg.clock.Now()
 		for _, i := range raise {
-			sendRaise(i, tally.target, now)
+			a.sendRaise(i)
 		}
 		if v == won {
-			if Validity(ttl, start, now, c.cfg.driftFactor) > 0 {
-				if c.cfg.noFencing {
-					token = 0 // every node reported 1: there is no token
-				}
-				return &Lock{c: c, key: key, fence: fence, id: id, ttl: ttl, token: Token(token), until: validityEnd, sent: sent}, nil
+			if Validity(a.ttl, a.start, now, a.c.cfg.driftFactor) > 0 {
+				return a.lock(token), nil
 			}
 			cause = errValidityExpired
 			break
@@ -89,28 +85,17 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 		if v == lost {
 			break
 		}
-		if !now.Before(validityEnd) {
+		if !now.Before(a.validityEnd) {
 			cause = errValidityExpired
 			break
 		}
-		next := validityEnd
-		for i, s := range tally.state {
-			if (s == statePending || s == stateRaising) && deadline[i].Before(next) {
-				next = deadline[i]
-			}
-		}
-		timer.Reset(next.Sub(now))
+		// Per-node timeouts arrive as events from the transport; here only the validity
+		// end and ctx bound the wait.
+		timer.Reset(a.validityEnd.Sub(now))
 		select {
-		case r := <-replies:
-			c.applyAcquireReply(tally, r, nodeErrs, answered, held, sendRaise)
+		case ev := <-a.events:
+			a.apply(ev)
 		case <-timer.C:
-			now := c.cfg.clock.Now()
-			for i, s := range tally.state {
-				if (s == statePending || s == stateRaising) && !now.Before(deadline[i]) {
-					tally.failed(i)
-					nodeErrs[i] = c.nodeErr(i, errNodeTimeout)
-				}
-			}
 		case <-ctx.Done():
 			cause = ctx.Err()
 		}
@@ -118,113 +103,150 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 			break
 		}
 	}
-
-	// Failed: build the error, then undo on every node that may hold our key.
-	err := &QuorumError{Op: "acquire", Key: key, Quorum: c.quorum, Agreed: tally.agreed(),
-		Total: n, Cause: cause, sentinel: ErrNotAcquired}
-	for i, s := range tally.state {
-		if nodeErrs[i] == nil && (s == statePending || s == stateRaising) {
-			nodeErrs[i] = c.nodeErr(i, errAbandoned)
-		}
-	}
-	err.Nodes = collectNodeErrors(nodeErrs)
-	c.undoAcquire(ctx, key, id, ttl, replies, answered, held)
-	return nil, err
+	return nil, a.fail(ctx, cause)
 }
 
-// applyAcquireReply feeds one reply into the tally.
-func (c *Client) applyAcquireReply(t *acquireTally, r nodeReply, nodeErrs []error, answered, held []bool,
-	sendRaise func(int, int64, time.Time)) {
-	i := r.node
-	if r.raise {
+func (a *attempt) lock(token int64) *Lock {
+	if a.c.cfg.noFencing {
+		token = 0 // every node reported 1: there is no token
+	}
+	return &Lock{c: a.c, key: a.key, fence: a.fence, id: a.id, ttl: a.ttl, token: Token(token),
+		until: a.validityEnd, acq: a.acq}
+}
+
+// sendRaise sends raise.lua to node i, after its acquire call there (which has answered).
+func (a *attempt) sendRaise(i int) {
+	t := a.tally
+	a.c.cfg.logger.Debug("redlock: raising fence counter", "key", a.key, "node", i,
+		"from", t.counter[i], "to", t.target)
+	cmd := newScriptCall(raiseScript, []string{a.key, a.fence}, a.id, t.target, a.c.counterIdleMillis(a.ttl))
+	a.c.sendTo(i, cmd.newCall(tagRaise, a))
+}
+
+// apply feeds one event into the tally.
+func (a *attempt) apply(ev event) {
+	i, t := ev.node, a.tally
+	if ev.tag == tagRaise {
 		switch {
-		case r.err != nil:
-			nodeErrs[i] = c.nodeErr(i, r.err)
-			c.cfg.logger.Debug("redlock: raise failed", "node", i, "err", r.err)
+		case ev.out == late:
+			// The node timed out already; raise never creates our key, so nothing to undo.
+		case ev.err != nil:
+			a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
+			a.c.cfg.logger.Debug("redlock: raise failed", "node", i, "err", ev.err)
 			if t.state[i] == stateRaising {
 				t.failed(i)
 			}
-		case r.val == 1:
+		case ev.val == 1:
 			t.raiseDone(i, true)
-		case r.val == 0:
-			nodeErrs[i] = c.nodeErr(i, errNotOurs)
+		case ev.val == 0:
+			a.nodeErrs[i] = a.c.nodeErr(i, errNotOurs)
 			t.raiseDone(i, false)
 		default:
-			nodeErrs[i] = c.nodeErr(i, errCounterAhead)
+			a.nodeErrs[i] = a.c.nodeErr(i, errCounterAhead)
 			t.raiseDone(i, false)
 		}
 		return
 	}
-	answered[i] = true
-	switch {
-	case r.err != nil:
-		nodeErrs[i] = c.nodeErr(i, r.err)
-		c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", r.err)
+	switch ev.out {
+	case timedOut:
+		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
 		t.failed(i)
-	case r.val <= 0 && c.cfg.noFencing:
+		return
+	case notSent:
+		a.returned[i] = true
+		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
+		t.failed(i)
+		return
+	case late:
+		// The node was counted as failed at its timeout; only the undo needs to know.
+		a.returned[i] = true
+		a.mayHold[i] = ev.err != nil || ev.val > 0 || a.c.cfg.noFencing
+		return
+	}
+	a.returned[i] = true
+	switch {
+	case ev.err != nil:
+		a.mayHold[i] = true // the SET may have been applied and the reply lost
+		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
+		a.c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", ev.err)
+		t.failed(i)
+	case ev.val <= 0 && a.c.cfg.noFencing:
 		// A plain SET NX cannot tell whose key is there: it may be ours, set by a call that
-		// go-redis resent after losing the reply. Leave held[i] false so that an undo
-		// releases it; the release only deletes a key holding our id.
-		nodeErrs[i] = c.nodeErr(i, heldError{left: -1})
+		// go-redis resent after losing the reply. The undo releases it; the release only
+		// deletes a key holding our id.
+		a.mayHold[i] = true
+		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: -1})
 		t.refused(i)
-	case r.val <= 0:
-		nodeErrs[i] = c.nodeErr(i, heldError{left: -r.val})
-		held[i] = true
+	case ev.val <= 0:
+		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: -ev.val})
 		t.refused(i)
 	default:
-		nodeErrs[i] = nil
-		if t.acquired(i, r.val) {
-			sendRaise(i, t.target, c.cfg.clock.Now())
+		a.mayHold[i] = true
+		a.nodeErrs[i] = nil
+		if t.acquired(i, ev.val) {
+			a.sendRaise(i)
 		}
 	}
 }
 
-// undoAcquire releases our key on every node that may hold it, in the background, with a
-// context that the caller's cancellation does not reach. A node whose acquire reply has not
-// arrived is released only after it arrives, so the release cannot overtake the SET.
-func (c *Client) undoAcquire(ctx context.Context, key, id string, ttl time.Duration, replies <-chan nodeReply, answered, held []bool) {
-	// The undo runs in the background, so it can afford to wait longer than the node timeout
-	// (a busy node that answers late still gets its key removed), but never past the TTL,
-	// after which the key is gone anyway.
-	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, max(4*c.cfg.nodeTimeout, time.Second)))
-	pending := &sync.WaitGroup{}
-	rel := newScriptCall(releaseScript, []string{key}, id)
-	release := func(i int) {
-		pending.Add(1)
-		c.spawn(func() {
-			defer pending.Done()
-			if _, err := rel.run(undoCtx, c.nodes[i].client); err != nil {
-				c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
-					"key", key, "node", i, "err", err)
-			}
-		})
+// fail builds the error of a failed attempt and undoes it on every node that may hold our
+// key: at once where the acquire call has returned with our key (or an error), after it
+// returns where it is still in flight, and not at all where it was never written (it is
+// cancelled first if it is still queued).
+func (a *attempt) fail(ctx context.Context, cause error) error {
+	err := &QuorumError{Op: "acquire", Key: a.key, Quorum: a.c.quorum, Agreed: a.tally.agreed(),
+		Total: len(a.c.nodes), Cause: cause, sentinel: ErrNotAcquired}
+	// Events that are already in tell the undo what it need not do.
+	for drained := false; !drained; {
+		select {
+		case ev := <-a.events:
+			a.apply(ev)
+		default:
+			drained = true
+		}
 	}
-	waiting := 0
-	for i, done := range answered {
+	for i, s := range a.tally.state {
+		if a.nodeErrs[i] == nil && (s == statePending || s == stateRaising) {
+			a.nodeErrs[i] = a.c.nodeErr(i, errAbandoned)
+		}
+	}
+	err.Nodes = collectNodeErrors(a.nodeErrs)
+	rel := newScriptCall(releaseScript, []string{a.key}, a.id)
+	undo := &undoLog{c: a.c, key: a.key}
+	for i, acq := range a.acq {
 		switch {
-		case !done:
-			waiting++
-		case !held[i]:
-			release(i)
+		case a.returned[i]:
+			if a.mayHold[i] {
+				a.c.sendTo(i, a.undoCall(rel, undo))
+			}
+		case acq.cancel():
+			// Still queued: it will never be written, so there is nothing to undo.
+		default:
+			// In flight: release once it has returned, whatever it answers (compare-and-
+			// delete leaves another holder's key alone), so the release cannot overtake it.
+			a.c.sendAfterTo(i, acq, a.undoCall(rel, undo))
 		}
 	}
-	c.spawn(func() {
-		for waiting > 0 {
-			r := <-replies
-			if r.raise || answered[r.node] {
-				continue
-			}
-			answered[r.node] = true
-			waiting--
-			// Without fencing a "present" reply may be a resend of ours (see
-			// applyAcquireReply), so it is released too.
-			if r.err != nil || r.val > 0 || c.cfg.noFencing {
-				release(r.node)
-			}
-		}
-		pending.Wait()
-		cancel()
-	})
+	return err
+}
+
+func (a *attempt) undoCall(rel *command, undo *undoLog) *call {
+	cl := rel.newCall(0, undo)
+	cl.keep = true // an undo is never dropped
+	return cl
+}
+
+// undoLog reports undos that did not reach their node.
+type undoLog struct {
+	c   *Client
+	key string
+}
+
+func (u *undoLog) deliver(ev event) {
+	if ev.final() && ev.err != nil {
+		u.c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
+			"key", u.key, "node", ev.node, "err", ev.err)
+	}
 }
 
 // counterIdleMillis is the idle TTL given to a fence counter, in milliseconds: the configured

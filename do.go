@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -11,7 +10,7 @@ import (
 // and releases it when fn returns, whatever the path: an error, a panic (the lock is
 // released, then the panic continues) or the end of ctx.
 //
-// While fn runs, a renewer owned by Do extends the lock every renew fraction × ttl
+// While fn runs, the client's renewer (one goroutine for all of its Do calls) extends the lock every renew fraction × ttl
 // ([WithRenewFraction], a third by default). A renewal that fails on a minority of nodes
 // still succeeds; one that fails outright is retried while validity time is left. If no
 // renewal is confirmed by Until − cancel margin × ttl ([WithCancelMargin], a tenth by
@@ -44,14 +43,11 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		return err
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
-	lost := make(chan error, 1)
-	c.spawn(func() { lost <- c.renew(ctx, l, cancel, stop) })
+	h := c.renewer.add(l, cancel)
 
 	defer func() {
 		p := recover()
-		close(stop)
-		lostErr := <-lost
+		lostErr := c.renewer.remove(h)
 		cancel(context.Canceled)
 		// Release even a lost lock: compare-and-delete removes whatever keys are still ours.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout+time.Second)
@@ -68,51 +64,6 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		}
 	}()
 	return fn(fnCtx, l)
-}
-
-// renew keeps l alive until stop is closed. It returns nil when stopped with the lock held,
-// or the error that cancelled fn's context (wrapping ErrLockLost) when the lock was lost.
-func (c *Client) renew(ctx context.Context, l *Lock, cancel context.CancelCauseFunc, stop <-chan struct{}) error {
-	ttl := l.ttl
-	interval := time.Duration(float64(ttl) * c.cfg.renewFraction)
-	margin := time.Duration(float64(ttl) * c.cfg.cancelMargin)
-	retry := min(c.cfg.retryDelay, interval/4)
-	renewCtx := context.WithoutCancel(ctx) // fn may still be finishing its writes
-	next := c.cfg.clock.Now().Add(interval)
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	var last error
-	for {
-		cancelAt := l.Until().Add(-margin)
-		now := c.cfg.clock.Now()
-		wake := next
-		if cancelAt.Before(wake) {
-			wake = cancelAt
-		}
-		timer.Reset(wake.Sub(now))
-		select {
-		case <-stop:
-			return nil
-		case <-timer.C:
-		}
-		now = c.cfg.clock.Now()
-		if !now.Before(cancelAt) {
-			return c.lose(l, cancel, fmt.Errorf("%w: %q: no renewal confirmed %v before the validity deadline: %w",
-				ErrLockLost, l.key, margin, lastOrLate(last)))
-		}
-		ectx, ecancel := context.WithDeadline(renewCtx, cancelAt)
-		last = l.Extend(ectx, ttl)
-		ecancel()
-		switch {
-		case last == nil:
-			next = c.cfg.clock.Now().Add(interval)
-		case c.definitelyLost(last):
-			return c.lose(l, cancel, fmt.Errorf("%w: %q: %w", ErrLockLost, l.key, last))
-		default:
-			c.cfg.logger.Debug("redlock: renewal failed, retrying", "key", l.key, "err", last)
-			next = c.cfg.clock.Now().Add(retry)
-		}
-	}
 }
 
 func (c *Client) lose(l *Lock, cancel context.CancelCauseFunc, err error) error {
@@ -135,16 +86,4 @@ func (c *Client) definitelyLost(err error) bool {
 		}
 	}
 	return refused > len(c.nodes)-c.quorum
-}
-
-// errRenewerLate is the cause when the renewer woke past the cancel point without having
-// tried a renewal since the last success: the process or the renewer itself was paused or
-// starved of CPU.
-var errRenewerLate = errors.New("the renewer ran too late to try a renewal (process paused or starved)")
-
-func lastOrLate(err error) error {
-	if err == nil {
-		return errRenewerLate
-	}
-	return err
 }

@@ -42,8 +42,14 @@ func TestDoReturnsFnErrorAndReleases(t *testing.T) {
 	var token Token
 	err := c.Do(ctxT(t, 5*time.Second), testKey, time.Minute, func(ctx context.Context, l *Lock) error {
 		token = l.Token()
-		if !servers[0].Exists(testKey) {
-			t.Error("key not held while fn runs")
+		held := 0
+		for _, s := range servers {
+			if s.Exists(testKey) {
+				held++
+			}
+		}
+		if held < c.Quorum() {
+			t.Errorf("key held on %d nodes while fn runs, quorum %d", held, c.Quorum())
 		}
 		return boom
 	})
@@ -214,4 +220,27 @@ func TestDoToleratesMinorityFlaps(t *testing.T) {
 		t.Fatalf("%d flaps", flaps.Load())
 	}
 	c.Close()
+}
+
+// TestCloseAfterLongDo: when the last Do of a client ends, its renewer stops at once, so
+// Close does not wait for the next renewal of a long TTL (here 20 minutes away).
+func TestCloseAfterLongDo(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c, err := New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Do(ctxT(t, 10*time.Second), testKey, time.Hour, func(context.Context, *Lock) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close still waiting 10s after the last Do returned")
+	}
 }

@@ -59,6 +59,14 @@ var errValidityExpired = errors.New("validity time used up before a quorum agree
 // errNodeTimeout is a node's error when it did not answer within the node timeout.
 var errNodeTimeout = errors.New("no reply within the node timeout")
 
+// errNodeStalled is a node's error when a call was not sent because every call in flight
+// to that node was already past the node timeout.
+var errNodeStalled = errors.New("not sent: the node is not answering (every call in flight is past the node timeout)")
+
+// errAcquireNotSent is a node's entry in a release when the lock's acquire call to that
+// node was still queued: it was cancelled, so the key was never set there.
+var errAcquireNotSent = errors.New("the acquire was never sent to this node (cancelled by the release)")
+
 // errAbandoned is a node's error when the outcome was decided before it answered.
 var errAbandoned = errors.New("outcome decided before the node answered")
 
@@ -119,6 +127,21 @@ func (e *QuorumError) Error() string {
 		}
 	}
 	return b.String()
+}
+
+// contended reports whether some node refused because another holder's key was there, as
+// opposed to an attempt that failed only on timeouts and errors.
+func (e *QuorumError) contended() bool {
+	if e.Nodes == nil {
+		return false
+	}
+	for _, ne := range e.Nodes.Errors {
+		var h heldError
+		if errors.As(ne, &h) {
+			return true
+		}
+	}
+	return false
 }
 
 // Unwrap returns the sentinel, the cause and every per-node error, so that errors.Is and

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"testing"
@@ -104,3 +105,60 @@ func ctxT(tb testing.TB, d time.Duration) context.Context {
 // settle waits for the background work of c's past calls (replies after a decided outcome,
 // undos). Only for tests that make no concurrent call.
 func settle(c *Client) { c.bg.Wait() }
+
+// holderIDs is a go-redis hook that records the holder id of every acquire script a client
+// sends, alone or in a pipeline. Each attempt draws a new id, so the number of distinct ids
+// is the number of attempts that reached the nodes, whichever nodes they reached.
+type holderIDs struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (h *holderIDs) note(cmd redis.Cmder) {
+	args := cmd.Args()
+	if len(args) > 5 && (args[0] == "evalsha" || args[0] == "eval") && args[2] == 2 {
+		h.mu.Lock()
+		if h.ids == nil {
+			h.ids = map[string]bool{}
+		}
+		h.ids[fmt.Sprint(args[5])] = true
+		h.mu.Unlock()
+	}
+}
+
+func (h *holderIDs) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.ids)
+}
+
+func (h *holderIDs) reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ids = nil
+}
+
+func (*holderIDs) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holderIDs) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.note(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *holderIDs) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.note(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// countAttempts installs a holderIDs hook on every client.
+func countAttempts(clients []redis.UniversalClient) *holderIDs {
+	h := &holderIDs{}
+	for _, c := range clients {
+		c.(*redis.Client).AddHook(h)
+	}
+	return h
+}

@@ -1,11 +1,9 @@
 package redlock
 
 import (
-	"context"
 	"reflect"
 	"sort"
 	"strings"
-	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,7 +11,8 @@ import (
 // node is one independent Redis server (or cluster) taking part in the quorum.
 type node struct {
 	client redis.UniversalClient
-	addr   string // for errors and logs; "" when the client type does not expose one
+	addr   string     // for errors and logs; "" when the client type does not expose one
+	q      *nodeQueue // every command to this node goes through it (transport.go)
 }
 
 // nodeAddr returns a printable address of a go-redis client, for the client types that
@@ -66,38 +65,6 @@ func newNodes(clients []redis.UniversalClient) ([]node, error) {
 		nodes[i] = node{client: c, addr: addr}
 	}
 	return nodes, nil
-}
-
-// eval runs a call on node i, bounded by the node timeout for clients that honour
-// context deadlines. The caller must not rely on that bound: see the select loops in
-// acquire.go and quorumop.go, which stop waiting at the node timeout on their own.
-func (c *Client) eval(ctx context.Context, i int, sc *scriptCall) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.nodeTimeout)
-	defer cancel()
-	return sc.run(ctx, c.nodes[i].client)
-}
-
-// batch is one context with the node timeout shared by the calls of one fan-out, all sent
-// at the same moment: one timer instead of one per node. Its timer is released when the
-// last call is done.
-type batch struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	left   atomic.Int32
-}
-
-func (c *Client) newBatch(parent context.Context) *batch {
-	b := &batch{}
-	b.ctx, b.cancel = context.WithTimeout(parent, c.cfg.nodeTimeout)
-	b.left.Store(int32(len(c.nodes)))
-	return b
-}
-
-// done marks one call finished.
-func (b *batch) done() {
-	if b.left.Add(-1) == 0 {
-		b.cancel()
-	}
 }
 
 // nodeErr wraps a per-node failure.

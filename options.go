@@ -16,6 +16,12 @@ const (
 	// EVAL after NOSCRIPT), which took up to about 40 ms here under the race detector. The
 	// wait never exceeds the validity time either.
 	DefaultNodeTimeout = 100 * time.Millisecond
+	// DefaultNodeConcurrency is the number of pipelines a Client keeps in flight to one
+	// node. Calls beyond them wait in the node's queue and go out together in the next
+	// pipeline. Four keeps a node busy on loopback and on a LAN while staying well below
+	// go-redis's default pool of 10 connections per CPU; docs/performance.md has the
+	// measurements behind it.
+	DefaultNodeConcurrency = 4
 	// DefaultRetryLimit is the number of attempts Acquire makes; 0 means no limit, so
 	// Acquire retries until it acquires or its context ends.
 	DefaultRetryLimit = 0
@@ -59,6 +65,7 @@ type Option func(*config) error
 type config struct {
 	driftFactor      float64
 	nodeTimeout      time.Duration
+	nodeConcurrency  int
 	retryLimit       int
 	retryDelay       time.Duration
 	amnesiaTolerance int
@@ -74,6 +81,7 @@ func defaultConfig() config {
 	return config{
 		driftFactor:      DefaultDriftFactor,
 		nodeTimeout:      DefaultNodeTimeout,
+		nodeConcurrency:  DefaultNodeConcurrency,
 		retryLimit:       DefaultRetryLimit,
 		retryDelay:       DefaultRetryDelay,
 		amnesiaTolerance: DefaultAmnesiaTolerance,
@@ -97,15 +105,36 @@ func WithDriftFactor(f float64) Option {
 	}
 }
 
-// WithNodeTimeout bounds how long one operation waits for one node (d > 0). A node that has
-// not answered by then counts as failed for that operation, even when its go-redis client
-// ignores context deadlines. Default [DefaultNodeTimeout].
+// WithNodeTimeout bounds how long one call waits for one node's reply (d > 0), counted from
+// the moment the call is written to the node (time spent in the node's queue, see
+// [WithNodeConcurrency], does not count). A node that has not answered by then counts as
+// failed for that operation, even when its go-redis client ignores context deadlines; and
+// while every call in flight to a node is past its node timeout, new calls to that node
+// fail at once without being sent. Default [DefaultNodeTimeout].
 func WithNodeTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
 			return invalidf("node timeout %v must be positive", d)
 		}
 		c.nodeTimeout = d
+		return nil
+	}
+}
+
+// WithNodeConcurrency sets how many pipelines a Client keeps in flight to each node
+// (1 ≤ n ≤ 1024). Every command to a node goes through that node's queue: calls that are
+// ready at the same moment are written together as one go-redis pipeline, and at most n
+// such pipelines are outstanding per node, so a burst of calls grows the batches rather
+// than the connections and round trips. A call waiting in the queue is not yet timing out:
+// the node timeout starts when its pipeline is written. Keep n at or below the node
+// client's pool size (go-redis: PoolSize, 10 per CPU by default), or the extra pipelines
+// wait for a connection. Default [DefaultNodeConcurrency].
+func WithNodeConcurrency(n int) Option {
+	return func(c *config) error {
+		if n < 1 || n > 1024 {
+			return invalidf("node concurrency %d is outside [1, 1024]", n)
+		}
+		c.nodeConcurrency = n
 		return nil
 	}
 }

@@ -39,8 +39,8 @@ func TestQuorumSize(t *testing.T) {
 	}
 }
 
-// event is one input to an acquireTally in the table below.
-type event struct {
+// tallyInput is one input to an acquireTally in the table below.
+type tallyInput struct {
 	kind string // "ok" (our key set, counter val), "held", "fail", "raise-ok", "raise-no"
 	node int
 	val  int64
@@ -50,38 +50,38 @@ func TestAcquireTally(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		n, q      int
-		events    []event
+		events    []tallyInput
 		want      verdict
 		token     int64
 		wantRaise []int // nodes raised over the whole run
 	}{
 		{name: "fast path after 3 equal counters", n: 5, q: 3,
-			events: []event{{"ok", 0, 7}, {"ok", 3, 7}, {"ok", 4, 7}}, want: won, token: 7},
+			events: []tallyInput{{"ok", 0, 7}, {"ok", 3, 7}, {"ok", 4, 7}}, want: won, token: 7},
 		{name: "waits while a quorum is possible", n: 5, q: 3,
-			events: []event{{"ok", 0, 7}, {"held", 1, 0}, {"ok", 2, 7}}, want: undecided},
+			events: []tallyInput{{"ok", 0, 7}, {"held", 1, 0}, {"ok", 2, 7}}, want: undecided},
 		{name: "impossible after 3 refusals", n: 5, q: 3,
-			events: []event{{"held", 0, 0}, {"fail", 1, 0}, {"held", 2, 0}}, want: lost},
+			events: []tallyInput{{"held", 0, 0}, {"fail", 1, 0}, {"held", 2, 0}}, want: lost},
 		{name: "fast path takes the value a quorum shares, not the max", n: 5, q: 3,
-			events: []event{{"ok", 1, 8}, {"ok", 2, 8}, {"ok", 3, 8}, {"ok", 0, 9}}, want: won, token: 8},
+			events: []tallyInput{{"ok", 1, 8}, {"ok", 2, 8}, {"ok", 3, 8}, {"ok", 0, 9}}, want: won, token: 8},
 		{name: "slow path starts once |S| reaches q without a shared value", n: 5, q: 3,
-			events: []event{{"ok", 0, 9}, {"ok", 1, 8}, {"ok", 2, 8}, {"ok", 3, 8}, {"raise-ok", 3, 0},
+			events: []tallyInput{{"ok", 0, 9}, {"ok", 1, 8}, {"ok", 2, 8}, {"ok", 3, 8}, {"raise-ok", 3, 0},
 				{"raise-ok", 1, 0}}, want: won, token: 9, wantRaise: []int{1, 2, 3}},
 		{name: "slow path raises the lagging nodes to the max", n: 5, q: 3,
-			events: []event{{"ok", 0, 9}, {"ok", 1, 8}, {"ok", 2, 5}, {"raise-ok", 1, 0}, {"raise-ok", 2, 0}},
+			events: []tallyInput{{"ok", 0, 9}, {"ok", 1, 8}, {"ok", 2, 5}, {"raise-ok", 1, 0}, {"raise-ok", 2, 0}},
 			want:   won, token: 9, wantRaise: []int{1, 2}},
 		{name: "slow path fails when raises are refused", n: 3, q: 2,
-			events: []event{{"ok", 0, 9}, {"ok", 1, 8}, {"raise-no", 1, 0}, {"held", 2, 0}},
+			events: []tallyInput{{"ok", 0, 9}, {"ok", 1, 8}, {"raise-no", 1, 0}, {"held", 2, 0}},
 			want:   lost, wantRaise: []int{1}},
 		{name: "late reply equal to the target joins M", n: 5, q: 3,
-			events: []event{{"ok", 0, 9}, {"ok", 1, 8}, {"ok", 2, 5}, {"ok", 3, 9}, {"raise-ok", 2, 0}},
+			events: []tallyInput{{"ok", 0, 9}, {"ok", 1, 8}, {"ok", 2, 5}, {"ok", 3, 9}, {"raise-ok", 2, 0}},
 			want:   won, token: 9, wantRaise: []int{1, 2}},
 		{name: "late reply below the target is raised", n: 5, q: 3,
-			events: []event{{"ok", 0, 9}, {"ok", 1, 8}, {"ok", 2, 5}, {"raise-no", 1, 0}, {"raise-no", 2, 0},
+			events: []tallyInput{{"ok", 0, 9}, {"ok", 1, 8}, {"ok", 2, 5}, {"raise-no", 1, 0}, {"raise-no", 2, 0},
 				{"ok", 3, 4}, {"raise-ok", 3, 0}, {"ok", 4, 9}},
 			want: won, token: 9, wantRaise: []int{1, 2, 3}},
 		{name: "amnesia quorum of 4", n: 5, q: 4,
-			events: []event{{"ok", 0, 3}, {"ok", 1, 3}, {"ok", 2, 3}, {"held", 3, 0}}, want: undecided},
-		{name: "single node", n: 1, q: 1, events: []event{{"ok", 0, 42}}, want: won, token: 42},
+			events: []tallyInput{{"ok", 0, 3}, {"ok", 1, 3}, {"ok", 2, 3}, {"held", 3, 0}}, want: undecided},
+		{name: "single node", n: 1, q: 1, events: []tallyInput{{"ok", 0, 42}}, want: won, token: 42},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tally := newAcquireTally(tc.n, tc.q)

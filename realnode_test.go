@@ -211,7 +211,7 @@ func TestRealScripts(t *testing.T) {
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 10*time.Second)
 	for name, s := range map[string]*redis.Script{"acquire": acquireScript.Script, "raise": raiseScript.Script,
-		"release": releaseScript.Script, "extend": extendScript.Script, "status": statusScript} {
+		"release": releaseScript.Script, "extend": extendScript.Script, "status": statusScript.Script} {
 		sha, err := s.Load(ctx, rc).Result()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -21,10 +21,12 @@ type Client struct {
 	quorum int
 	cfg    config
 
-	mu     sync.RWMutex // guards closed against bg.Add racing with Close's Wait
-	closed bool
-	wake   releaseWaiters // Acquire calls waiting for a key this client holds
-	bg     sync.WaitGroup // calls in flight and the background work they started
+	mu      sync.RWMutex // guards closed against bg.Add racing with Close's Wait
+	closed  bool
+	wait    waitQueues     // this client's Acquire calls waiting for a key, in arrival order
+	renewer renewer        // the renewals of every Do of this client (renew.go)
+	bg      sync.WaitGroup // calls in flight and the background work they started
+	senders sync.WaitGroup // the transport's sender goroutines (transport.go)
 }
 
 // New returns a Client over the given nodes. Each element must be a distinct, non-nil
@@ -54,7 +56,12 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nodes: ns, quorum: q, cfg: cfg}, nil
+	c := &Client{nodes: ns, quorum: q, cfg: cfg}
+	for i := range c.nodes {
+		c.nodes[i].q = &nodeQueue{cl: c, node: i, rc: c.nodes[i].client}
+	}
+	c.renewer.c = c
+	return c, nil
 }
 
 // Quorum returns how many nodes must agree for an acquire, extend or release to succeed.
@@ -73,6 +80,7 @@ func (c *Client) Close() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.bg.Wait()
+	c.senders.Wait()
 	return nil
 }
 
@@ -88,16 +96,6 @@ func (c *Client) begin() error {
 }
 
 func (c *Client) end() { c.bg.Done() }
-
-// spawn runs f in a goroutine owned by the client. Only called between begin and end, or
-// from a goroutine spawned there, so the WaitGroup counter is positive.
-func (c *Client) spawn(f func()) {
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		f()
-	}()
-}
 
 // lockArgs validates a key and a TTL and returns the TTL in whole milliseconds and the fence
 // counter's key.
@@ -145,21 +143,42 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	return c.acquire(ctx, key, fence, newHolderID(), ttl)
 }
 
-// Acquire acquires the lock named key for ttl, retrying after a randomised pause (see
-// [WithRetryDelay]) until it succeeds, the retry limit is reached ([WithRetryLimit]; none by
-// default) or ctx ends. When the holder is a Lock of this same Client, its Release wakes the
-// waiting Acquire calls at once instead of leaving them to sleep out the pause. Arguments and errors are those of [Client.TryAcquire]; when ctx
-// ends, the error matches ErrNotAcquired, ctx.Err() and, if an attempt was made, the last
-// attempt's *QuorumError.
+// Acquire acquires the lock named key for ttl, retrying until it succeeds, the retry limit
+// is reached ([WithRetryLimit]; none by default) or ctx ends. Arguments and errors are those
+// of [Client.TryAcquire]; when ctx ends, the error matches ErrNotAcquired, ctx.Err() and,
+// if an attempt was made, the last attempt's *QuorumError.
+//
+// Waiting: the Acquire calls of one Client that wait for the same key queue in arrival
+// order, and only the first of them makes attempts; a new Acquire of a key that already has
+// waiters here joins the back of that queue instead of trying first (no barging). A Release
+// by a Lock of this Client wakes the first waiter at once. Otherwise the first waiter
+// retries after a pause drawn from [d/2, 3d/2) with d the retry delay ([WithRetryDelay])
+// when the key was held elsewhere, and d doubled for each consecutive attempt that failed
+// without any node reporting a holder (nodes timing out or failing: overload, not
+// contention), up to 32 d or one second, whichever is larger. A retry limit counts this
+// call's own attempts, not its time in the queue. Safe for concurrent use.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	// Our place in the queue of this client's waiters for key: kept across retries woken by
-	// the timer, given up when a release picked us (we had our turn) or when we return.
-	var released <-chan struct{}
-	leave := func() {}
-	defer func() { leave() }()
+	if _, _, err := c.lockArgs(key, ttl); err != nil {
+		return nil, err
+	}
+	var wt *waiter // our place in this client's queue for key, once we are in it
+	defer func() {
+		if wt != nil {
+			c.wait.leave(key, wt)
+		}
+	}()
 	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
+	var err error
+	overloaded := 0 // consecutive attempts that failed without any node reporting a holder
+	if c.wait.busy(key) {
+		wt = c.wait.join(key)
+		if err := c.waitTurn(ctx, key, wt, jitter(c.cfg.retryDelay)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
+		}
+	}
 	for attempt := 1; ; attempt++ {
-		l, err := c.TryAcquire(ctx, key, ttl)
+		var l *Lock
+		l, err = c.TryAcquire(ctx, key, ttl)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return l, err
 		}
@@ -167,43 +186,47 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 		if errors.As(err, &qe) {
 			last = qe
 		}
-		if cerr := ctx.Err(); cerr != nil {
-			// Report the last attempt, and the context's end at the top of it rather than
-			// only inside one node's entry.
-			switch {
-			case last != nil && last.Cause == nil:
-				last.Cause = cerr
-				return nil, last
-			case last != nil && errors.Is(last, cerr):
-				return nil, last
-			case last != nil:
-				return nil, fmt.Errorf("%w: %w", last, cerr)
-			case !errors.Is(err, cerr):
-				err = fmt.Errorf("%w: %w", err, cerr)
-			}
-			return nil, err
+		if ctx.Err() != nil {
+			break
 		}
 		if c.cfg.retryLimit > 0 && attempt >= c.cfg.retryLimit {
 			return nil, err
 		}
-		if released == nil {
-			released, leave = c.wake.wait(key)
+		pause := jitter(c.cfg.retryDelay)
+		if qe != nil && !qe.contended() {
+			overloaded++
+			pause = jitter(overloadDelay(c.cfg.retryDelay, overloaded))
+		} else {
+			overloaded = 0
 		}
-		t := time.NewTimer(jitter(c.cfg.retryDelay))
-		select {
-		case <-t.C:
-		case <-released: // a Lock of this client released the key and it is our turn
-			t.Stop()
-			released, leave = nil, func() {}
-		case <-ctx.Done():
-			t.Stop()
-			if last != nil && last.Cause == nil {
-				last.Cause = ctx.Err()
-				return nil, last
-			}
-			return nil, fmt.Errorf("%w: %w", err, ctx.Err())
+		if wt == nil {
+			wt = c.wait.join(key)
+		}
+		if c.waitTurn(ctx, key, wt, pause) != nil {
+			break
 		}
 	}
+	// ctx ended: report the last attempt, with the context's end at the top of it rather
+	// than only inside one node's entry.
+	cerr := ctx.Err()
+	switch {
+	case last != nil && last.Cause == nil:
+		last.Cause = cerr
+		return nil, last
+	case last != nil && errors.Is(last, cerr):
+		return nil, last
+	case last != nil:
+		return nil, fmt.Errorf("%w: %w", last, cerr)
+	case !errors.Is(err, cerr):
+		err = fmt.Errorf("%w: %w", err, cerr)
+	}
+	return nil, err
+}
+
+// overloadDelay is the mean pause after the k-th consecutive attempt that failed without
+// contention: d doubled k times, capped at max(32 d, 1 s).
+func overloadDelay(d time.Duration, k int) time.Duration {
+	return min(d<<min(k, 5), max(32*d, time.Second))
 }
 
 // jitter draws a pause uniformly from [d/2, 3d/2).
@@ -228,7 +251,7 @@ type Lock struct {
 	id    string
 	ttl   time.Duration // the TTL of the acquire, renewed by Do
 	token Token
-	sent  []chan struct{} // per node: closed when the acquire call there returned
+	acq   []*call // per node: the acquire call; extend and release go out after it
 
 	mu       sync.Mutex
 	until    time.Time
@@ -281,25 +304,36 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.c.end()
 	start := l.c.cfg.clock.Now()
+	return l.c.runQuorumOp(ctx, "extend", l.key, l.acq, l.extendCommand(ttl), false, l.extendOutcome(start, ttl))
+}
+
+func (l *Lock) extendCommand(ttl time.Duration) *command {
+	return newScriptCall(extendScript, []string{l.key}, l.id, ttl.Milliseconds())
+}
+
+// extendOutcome settles an extend started at start: a quorum that came too late fails it,
+// and Until moves as Extend's doc says.
+func (l *Lock) extendOutcome(start time.Time, ttl time.Duration) func(error) error {
 	until := start.Add(ttl - Drift(ttl, l.c.cfg.driftFactor))
-	err = l.c.quorumOp(ctx, "extend", l.key, l.sent, newScriptCall(extendScript, []string{l.key}, l.id, ttl.Milliseconds()))
-	if err == nil && Validity(ttl, start, l.c.cfg.clock.Now(), l.c.cfg.driftFactor) <= 0 {
-		err = &QuorumError{Op: "extend", Key: l.key, Quorum: l.c.quorum, Agreed: l.c.quorum,
-			Total: len(l.c.nodes), Cause: errValidityExpired, sentinel: ErrNotHeld}
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if err != nil {
-		// Some nodes may have taken the new TTL anyway. If it is shorter than what was left,
-		// their keys now expire sooner, and another holder could reach a quorum before the
-		// old deadline: the deadline can only move earlier on a failure.
-		if until.Before(l.until) {
-			l.until = until
+	return func(err error) error {
+		if err == nil && Validity(ttl, start, l.c.cfg.clock.Now(), l.c.cfg.driftFactor) <= 0 {
+			err = &QuorumError{Op: "extend", Key: l.key, Quorum: l.c.quorum, Agreed: l.c.quorum,
+				Total: len(l.c.nodes), Cause: errValidityExpired, sentinel: ErrNotHeld}
 		}
-		return err
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if err != nil {
+			// Some nodes may have taken the new TTL anyway. If it is shorter than what was
+			// left, their keys now expire sooner, and another holder could reach a quorum
+			// before the old deadline: the deadline can only move earlier on a failure.
+			if until.Before(l.until) {
+				l.until = until
+			}
+			return err
+		}
+		l.until = until
+		return nil
 	}
-	l.until = until
-	return nil
 }
 
 // Release deletes the lock's key on every node in parallel with a compare-and-delete script
@@ -322,13 +356,14 @@ func (l *Lock) Release(ctx context.Context) error {
 		return err
 	}
 	defer l.c.end()
-	if err := l.c.quorumOp(ctx, "release", l.key, l.sent, newScriptCall(releaseScript, []string{l.key}, l.id)); err != nil {
+	rel := newScriptCall(releaseScript, []string{l.key}, l.id)
+	if err := l.c.runQuorumOp(ctx, "release", l.key, l.acq, rel, true, nil); err != nil {
 		return err
 	}
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()
-	l.c.wake.released(l.key)
+	l.c.wait.released(l.key)
 	return nil
 }
 

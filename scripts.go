@@ -8,8 +8,8 @@ import (
 )
 
 // The Lua scripts, one file each under lua/, with their KEYS and ARGV in the file header.
-// go-redis runs them with EVALSHA and falls back to EVAL when a node answers NOSCRIPT
-// (its script cache was lost by a restart or SCRIPT FLUSH).
+// They run with EVALSHA and fall back to EVAL when a node answers NOSCRIPT (its script
+// cache was lost by a restart or SCRIPT FLUSH).
 var (
 	//go:embed lua/acquire.lua
 	acquireSrc string
@@ -19,14 +19,17 @@ var (
 	releaseSrc string
 	//go:embed lua/extend.lua
 	extendSrc string
+	//go:embed lua/status.lua
+	statusSrc string
 
 	acquireScript = newLua(acquireSrc)
 	raiseScript   = newLua(raiseSrc)
 	releaseScript = newLua(releaseSrc)
 	extendScript  = newLua(extendSrc)
+	statusScript  = newLua(statusSrc)
 )
 
-// lua is a script and its source, for the EVAL fallback of scriptCall.
+// lua is a script and its source, for the EVAL fallback.
 type lua struct {
 	*redis.Script
 	src string
@@ -34,32 +37,42 @@ type lua struct {
 
 func newLua(src string) *lua { return &lua{Script: redis.NewScript(src), src: src} }
 
-// scriptCall is one script invocation for a fan-out: the EVALSHA command is built once and
-// shared, read-only, by the per-node calls, instead of once per node as redis.Script.Run
-// does (which was a quarter of the allocations of an acquire and release).
-type scriptCall struct {
-	s    *lua
-	args []any // "evalsha", sha1, numkeys, keys..., argv...
+// command is one request built once per fan-out: its arguments are shared, read-only, by
+// the per-node calls made from it.
+type command struct {
+	args   []any
+	script *lua // non-nil for a script: "evalsha", sha1, numkeys, keys..., argv...
+	kind   replyKind
 }
 
-func newScriptCall(s *lua, keys []string, argv ...any) *scriptCall {
+// newScriptCall builds the EVALSHA command of a script.
+func newScriptCall(s *lua, keys []string, argv ...any) *command {
 	args := make([]any, 0, 3+len(keys)+len(argv))
 	args = append(args, "evalsha", s.Hash(), len(keys))
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	return &scriptCall{s: s, args: append(args, argv...)}
+	return &command{args: append(args, argv...), script: s, kind: replyInt}
 }
 
-// run sends the call to one node and returns its integer reply. A node that has lost its
-// script cache (NOSCRIPT after a restart or SCRIPT FLUSH) gets the script by EVAL instead.
-func (sc *scriptCall) run(ctx context.Context, rc redis.UniversalClient) (int64, error) {
-	v, err := rc.Do(ctx, sc.args...).Int64()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		eval := make([]any, len(sc.args))
-		copy(eval, sc.args)
-		eval[0], eval[1] = "eval", sc.s.src
-		v, err = rc.Do(ctx, eval...).Int64()
-	}
-	return v, err
+// newSetNXCall is the acquire without fencing: SET key id NX PX ttl. It reports 1 when the
+// key was set, so that every node reports the same "counter" and the tally decides on its
+// fast path, and 0 when the key was present. Unlike acquire.lua it cannot tell our own key
+// (a SET that go-redis resent after losing the reply) from another holder's, so a refusal
+// may be ours when the attempt is undone.
+func newSetNXCall(key, id string, ttlMillis int64) *command {
+	return &command{args: []any{"set", key, id, "px", ttlMillis, "nx"}, kind: replySetNX}
+}
+
+// newCall makes a per-node call of the command for the transport.
+func (cmd *command) newCall(tag uint8, s sink) *call {
+	return &call{args: cmd.args, script: cmd.script, kind: cmd.kind, tag: tag, sink: s}
+}
+
+// run sends the command to one node directly, outside the transport, and returns its
+// integer reply (for tests and tools).
+func (cmd *command) run(ctx context.Context, rc redis.UniversalClient) (int64, error) {
+	q := &nodeQueue{rc: rc}
+	ev := decode(cmd.kind, q.write(ctx, []*call{cmd.newCall(0, nil)})[0])
+	return ev.val, ev.err
 }

@@ -2,19 +2,11 @@ package redlock
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"slices"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-//go:embed lua/status.lua
-var statusSrc string
-
-var statusScript = redis.NewScript(statusSrc)
 
 // NodeStatus is what one node says about a lock key.
 type NodeStatus struct {
@@ -48,8 +40,9 @@ type Status struct {
 func (s *Status) HeldByQuorum() bool { return s.Holder != "" }
 
 // Status reads the lock key, its remaining TTL and its fence counter on every node in
-// parallel, atomically per node, changing nothing. It waits for every node up to the node
-// timeout; a node that fails or does not answer in time has its Err set. Status returns an
+// parallel, atomically per node, changing nothing. It waits for every node's answer, each
+// bounded by the node timeout from the moment it is written; a node that fails or does not
+// answer in time has its Err set. Status returns an
 // error only for an invalid key (ErrInvalidArgument), a closed client (ErrClosed) or a
 // context that has already ended. Safe for concurrent use.
 func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
@@ -66,32 +59,22 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 	defer c.end()
 
 	n := len(c.nodes)
-	type reply struct {
-		i   int
-		v   []any
-		err error
-	}
-	replies := make(chan reply, n)
-	calls := c.newBatch(ctx)
+	replies := make(chan event, 2*n) // a timeout and a late reply per node at most
+	cmd := newScriptCall(statusScript, []string{key, fence})
+	cmd.kind = replySlice
+	sk := chanSink(replies)
 	for i := range c.nodes {
-		c.spawn(func() {
-			v, err := statusScript.Run(calls.ctx, c.nodes[i].client, []string{key, fence}).Slice()
-			calls.done()
-			replies <- reply{i: i, v: v, err: err}
-		})
+		c.sendTo(i, cmd.newCall(0, sk))
 	}
 	st := &Status{Key: key, Quorum: c.quorum, Nodes: make([]NodeStatus, n)}
-	for i := range st.Nodes {
-		st.Nodes[i] = NodeStatus{Node: i, Addr: c.nodes[i].addr, Err: c.nodeErr(i, errNodeTimeout)}
-	}
-	timer := time.NewTimer(c.cfg.nodeTimeout)
-	defer timer.Stop()
-	for got := 0; got < n; got++ {
+	for got := 0; got < n; {
 		select {
-		case r := <-replies:
-			st.Nodes[r.i] = c.nodeStatus(r.i, r.v, r.err)
-		case <-timer.C:
-			got = n
+		case ev := <-replies:
+			if ev.out == late {
+				continue // reported as a timeout already
+			}
+			got++
+			st.Nodes[ev.node] = c.nodeStatus(ev.node, ev.slice, ev.err)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("redlock: status %q: %w", key, ctx.Err())
 		}
@@ -156,3 +139,8 @@ func (s *Status) summarise(seed int64) {
 		s.NextTokenAtLeast = next[need-1]
 	}
 }
+
+// chanSink delivers events into a channel that has room for all of them.
+type chanSink chan event
+
+func (s chanSink) deliver(ev event) { s <- ev }

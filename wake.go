@@ -1,61 +1,132 @@
 package redlock
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
-// releaseWaiters lets the Acquire calls of one Client that wait for a key take turns as
-// soon as another Lock of the same Client releases that key, instead of sleeping out their
-// retry delay while the lock sits free. A release wakes the longest-waiting Acquire only,
-// so waiters in one process are served about first come, first served, rather than all
-// rushing at once and splitting the vote. Waiters for a lock held by another process still
-// rely on the randomised retry delay. An entry lives only while someone waits on its key.
-type releaseWaiters struct {
+// waitQueues orders the Acquire calls of one Client that wait for the same key. Per key
+// they queue in arrival order and only the first (the head) makes attempts; the others wait
+// for their turn without sending anything, so a thousand waiters on one key cost the nodes
+// what one does. A Release by a Lock of the same Client wakes the head at once instead of
+// leaving it to sleep out its retry pause, and a new Acquire of a key with waiters joins
+// the back of the queue rather than trying first, so a holder that releases and acquires
+// again in a loop cannot starve the others. Waiters for a lock held by another process
+// still rely on the head's retry pause. An entry lives only while someone waits on its key.
+type waitQueues struct {
 	mu sync.Mutex
-	m  map[string][]chan struct{} // per key, the waiters' wake-up channels, oldest first
+	m  map[string][]*waiter // per key, oldest first; m[key][0] is the head
 }
 
-// wait registers a waiter for key at the back of its queue. It returns the channel closed
-// when a release by this client picks this waiter, and the function to call when the
-// waiter stops waiting.
-func (w *releaseWaiters) wait(key string) (<-chan struct{}, func()) {
-	ch := make(chan struct{})
-	w.mu.Lock()
-	if w.m == nil {
-		w.m = map[string][]chan struct{}{}
+// waiter is one Acquire's place in a queue.
+type waiter struct {
+	poke   chan struct{} // buffered 1: "you are the head now" or "released: try now"
+	kicked bool          // a release happened since the head's last attempt; guarded by mu
+}
+
+func pokeWaiter(w *waiter) {
+	select {
+	case w.poke <- struct{}{}:
+	default: // a poke is pending already
 	}
-	w.m[key] = append(w.m[key], ch)
-	w.mu.Unlock()
-	return ch, func() { w.leave(key, ch) }
 }
 
-func (w *releaseWaiters) leave(key string, ch chan struct{}) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.m[key]
-	for i, c := range q {
-		if c == ch {
-			q = append(q[:i], q[i+1:]...)
-			break
+// busy reports whether some Acquire of this client waits for key.
+func (q *waitQueues) busy(key string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.m[key]) > 0
+}
+
+// join puts a new waiter at the back of key's queue.
+func (q *waitQueues) join(key string) *waiter {
+	w := &waiter{poke: make(chan struct{}, 1)}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.m == nil {
+		q.m = map[string][]*waiter{}
+	}
+	q.m[key] = append(q.m[key], w)
+	return w
+}
+
+// head reports whether w is first in key's queue, and takes a pending release kick.
+func (q *waitQueues) head(key string, w *waiter) (isHead, kicked bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.m[key]; len(l) == 0 || l[0] != w {
+		return false, false
+	}
+	kicked, w.kicked = w.kicked, false
+	return true, kicked
+}
+
+// leave removes w from key's queue; when w was the head, the next waiter becomes the head.
+func (q *waitQueues) leave(key string, w *waiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.m[key]
+	for i, x := range l {
+		if x != w {
+			continue
 		}
+		l = append(l[:i], l[i+1:]...)
+		if i == 0 && len(l) > 0 {
+			pokeWaiter(l[0])
+		}
+		break
 	}
-	if len(q) == 0 {
-		delete(w.m, key)
+	if len(l) == 0 {
+		delete(q.m, key)
 	} else {
-		w.m[key] = q
+		q.m[key] = l
 	}
 }
 
-// released wakes the longest-waiting waiter for key, if any.
-func (w *releaseWaiters) released(key string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	q := w.m[key]
-	if len(q) == 0 {
-		return
+// released wakes the head of key's queue, if any, for an attempt now.
+func (q *waitQueues) released(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.m[key]; len(l) > 0 {
+		l[0].kicked = true
+		pokeWaiter(l[0])
 	}
-	close(q[0])
-	if len(q) == 1 {
-		delete(w.m, key)
-	} else {
-		w.m[key] = q[1:]
+}
+
+// waitTurn blocks until w should make its next attempt: w is the head and either pause has
+// passed or a release of key by this client kicked it. It returns ctx.Err() when ctx ends.
+func (c *Client) waitTurn(ctx context.Context, key string, w *waiter, pause time.Duration) error {
+	var deadline time.Time // when the head's pause ends
+	for {
+		isHead, kicked := c.wait.head(key, w)
+		if kicked {
+			return nil
+		}
+		if !isHead {
+			select {
+			case <-w.poke: // we may be the head now
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(pause)
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		t := time.NewTimer(left)
+		select {
+		case <-t.C:
+			return nil
+		case <-w.poke: // a release kick, or a poke from before we became the head
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
 	}
 }

@@ -26,9 +26,9 @@ func TestReleaseWakesWaiters(t *testing.T) {
 		got <- err
 	}()
 	waitFor(t, func() bool {
-		c.wake.mu.Lock()
-		defer c.wake.mu.Unlock()
-		return c.wake.m[testKey] != nil
+		c.wait.mu.Lock()
+		defer c.wait.mu.Unlock()
+		return c.wait.m[testKey] != nil
 	})
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -36,10 +36,10 @@ func TestReleaseWakesWaiters(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("the waiter did not get the lock after the release: %v", err)
 	}
-	c.wake.mu.Lock()
-	defer c.wake.mu.Unlock()
-	if len(c.wake.m) != 0 {
-		t.Fatalf("waiter entries left: %v", c.wake.m)
+	c.wait.mu.Lock()
+	defer c.wait.mu.Unlock()
+	if len(c.wait.m) != 0 {
+		t.Fatalf("waiter entries left: %v", c.wait.m)
 	}
 }
 
@@ -57,17 +57,17 @@ func TestWaiterLeavesOnCancel(t *testing.T) {
 		done <- err
 	}()
 	waitFor(t, func() bool {
-		c.wake.mu.Lock()
-		defer c.wake.mu.Unlock()
-		return c.wake.m[testKey] != nil
+		c.wait.mu.Lock()
+		defer c.wait.mu.Unlock()
+		return c.wait.m[testKey] != nil
 	})
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("acquired a held lock")
 	}
-	c.wake.mu.Lock()
-	defer c.wake.mu.Unlock()
-	if len(c.wake.m) != 0 {
-		t.Fatalf("waiter entries left after cancel: %v", c.wake.m)
+	c.wait.mu.Lock()
+	defer c.wait.mu.Unlock()
+	if len(c.wait.m) != 0 {
+		t.Fatalf("waiter entries left after cancel: %v", c.wait.m)
 	}
 }

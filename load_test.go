@@ -1,0 +1,372 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/redis/go-redis/v9"
+)
+
+// The load tests of the transport (issue 10), sized for two cores under -race: they check
+// that the library keeps working under many concurrent calls. The figures (how fast, how
+// many round trips) belong in the benchmark (bench/, scenarios p, burst, held, ramp).
+
+// TestBurstOfAcquires: 3 000 concurrent Acquire calls on distinct keys, all started at
+// once, through one Client with default options on 5 real nodes: every one succeeds (a
+// 30 s context, as a user would give), and every key is then released.
+func TestBurstOfAcquires(t *testing.T) {
+	const burst = 3000
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	clients := cluster.ClientsT(t)
+	c := newTestClient(t, clients)
+	ctx := ctxT(t, 30*time.Second)
+	locks := make([]*Lock, burst)
+	errs := make([]error, burst)
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i := range burst {
+		wg.Go(func() {
+			<-gate
+			locks[i], errs[i] = c.Acquire(ctx, fmt.Sprintf("burst:%d", i), 10*time.Second)
+		})
+	}
+	close(gate)
+	wg.Wait()
+	failed := 0
+	for i, err := range errs {
+		if err != nil {
+			if failed < 3 {
+				t.Errorf("acquire %d: %v", i, err)
+			}
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d acquires failed", failed, burst)
+	}
+	// A burst of releases under -race on two cores can see a node answer a pipeline later
+	// than the node timeout (the sender waits for a CPU behind thousands of goroutines);
+	// such a Release reports ErrNotHeld while its calls still complete. What must hold is
+	// that every key is gone once they have.
+	for i := range burst {
+		wg.Go(func() { errs[i] = locks[i].Release(ctx) })
+	}
+	wg.Wait()
+	failed = 0
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("release: %v", err)
+		} else if err != nil {
+			failed++
+		}
+	}
+	t.Logf("%d of %d releases reported a node timeout", failed, burst)
+	settle(c)
+	for i, rc := range clients {
+		if n := len(rc.Keys(ctx, "burst:*").Val()); n != 0 {
+			t.Fatalf("node %d: %d lock keys left after every release", i, n)
+		}
+	}
+}
+
+// pipelineCounter counts, per client, the round trips (single commands and pipelines) and
+// the commands they carried.
+type pipelineCounter struct {
+	trips, cmds atomic.Int64
+}
+
+func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (p *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		p.trips.Add(1)
+		p.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		p.trips.Add(1)
+		p.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// TestManyHeldLocks: 1 000 concurrent Do calls on distinct keys on 5 real nodes hold their
+// locks through 4 TTLs, and none is lost: every renewal reaches a quorum in time. While they
+// hold, the process runs at most one goroutine per hold (fn's own, here the caller's) plus a
+// constant, since one renewer serves every Do of the client, and the renewals travel in
+// pipelines rather than one round trip each.
+func TestManyHeldLocks(t *testing.T) {
+	const holds = 1000
+	const ttl = 2 * time.Second
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	clients := cluster.ClientsT(t)
+	trips := &pipelineCounter{}
+	for _, rc := range clients {
+		rc.(*redis.Client).AddHook(trips)
+	}
+	c := newTestClient(t, clients)
+	ctx := ctxT(t, 60*time.Second)
+	before := runtime.NumGoroutine()
+
+	var wg sync.WaitGroup
+	var held, lost atomic.Int32
+	allHeld := make(chan struct{})
+	release := make(chan struct{})
+	errs := make(chan error, holds)
+	for i := range holds {
+		wg.Go(func() {
+			err := c.Do(ctx, fmt.Sprintf("held:%d", i), ttl, func(fctx context.Context, l *Lock) error {
+				if held.Add(1) == holds {
+					close(allHeld)
+				}
+				select {
+				case <-release:
+					return nil
+				case <-fctx.Done():
+					lost.Add(1)
+					return context.Cause(fctx)
+				}
+			})
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	select {
+	case <-allHeld:
+	case err := <-errs:
+		t.Fatalf("a Do failed before all were held: %v", err)
+	case <-ctx.Done():
+		t.Fatalf("only %d of %d locks held", held.Load(), holds)
+	}
+	// Each Do's goroutine runs fn; the client adds a renewer and, at times, its senders.
+	if g := runtime.NumGoroutine() - before; g > holds+50 {
+		t.Errorf("%d goroutines for %d held locks", g, holds)
+	}
+	trips0, cmds0 := trips.trips.Load(), trips.cmds.Load()
+	timer := time.NewTimer(4 * ttl)
+	select {
+	case <-timer.C:
+	case err := <-errs:
+		t.Fatalf("a Do ended while holding: %v", err)
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("Do: %v", err)
+	}
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("%d of %d locks lost within 4 TTLs", n, holds)
+	}
+	// 1 000 holds renewed every ttl/3 for 4 TTLs: about 12 000 extends per node. Sent one
+	// round trip each, the ratio would be 1.
+	dt, dc := trips.trips.Load()-trips0, trips.cmds.Load()-cmds0
+	if dc < holds*5*4 {
+		t.Fatalf("only %d commands during the hold: the locks were not renewed", dc)
+	}
+	if per := float64(dc) / float64(dt); per < 4 {
+		t.Fatalf("%.1f commands per round trip while renewing %d locks (%d trips, %d commands)", per, holds, dt, dc)
+	}
+}
+
+// TestNoBarging: a holder that releases and acquires again at once cannot overtake this
+// client's waiters: after its release, the waiter that queued first gets the lock next.
+func TestNoBarging(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithRetryDelay(time.Minute))
+	ctx := ctxT(t, 20*time.Second)
+	l, err := c.Acquire(ctx, testKey, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		w, err := c.Acquire(ctx, testKey, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- w
+	}()
+	waitFor(t, func() bool { return c.wait.busy(testKey) })
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The old holder wants the key again at once. It must queue behind the waiter, which
+	// was woken by the release; with a retry delay of a minute, a barging acquire would win
+	// and the waiter would still be waiting when the test ends.
+	again := make(chan *Lock, 1)
+	go func() {
+		a, err := c.Acquire(ctx, testKey, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		again <- a
+	}()
+	var w *Lock
+	select {
+	case w = <-got:
+	case a := <-again:
+		t.Fatalf("the re-acquire (token %d) overtook the waiter", a.Token())
+	}
+	if w.Token() <= l.Token() {
+		t.Fatalf("waiter's token %d not above %d", w.Token(), l.Token())
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := <-again
+	if a.Token() <= w.Token() {
+		t.Fatalf("re-acquire's token %d not above %d", a.Token(), w.Token())
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWaitersDoNotPoll: of many Acquire calls of one client waiting for one key, only the
+// first makes attempts; the others send nothing until their turn.
+func TestWaitersDoNotPoll(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	attempts := countAttempts(clients)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithRetryDelay(20*time.Millisecond))
+	ctx := ctxT(t, 20*time.Second)
+	for _, s := range servers {
+		s.Set(testKey, "someone-else")
+		s.SetTTL(testKey, time.Hour)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if _, err := c.Acquire(wctx, testKey, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Acquire: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	settle(c)
+	// One waiter retrying every 10–30 ms for 600 ms makes at most about 60 attempts; the
+	// 50 first attempts (made before any of them queued) come on top. Fifty pollers would
+	// make over a thousand.
+	if n := attempts.count(); n > 200 {
+		t.Fatalf("%d attempts by 50 waiters in 600 ms", n)
+	}
+}
+
+// TestFailedAttemptDropsQueuedCalls: an attempt that fails before its call to a node was
+// written cancels that call, so nothing reaches that node and no undo is needed there.
+func TestFailedAttemptDropsQueuedCalls(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	sentTo2 := countAttempts(clients[2:])
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithNodeConcurrency(1))
+	ctx := ctxT(t, 20*time.Second)
+	// Hold node 2's only sender: a call that blocks there until released.
+	block := &blockHook{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	clients[2].(*redis.Client).AddHook(block)
+	st := make(chan error, 1)
+	go func() { _, err := c.Status(ctx, "other"); st <- err }()
+	<-block.entered
+	for _, s := range servers[:2] {
+		s.Set(testKey, "someone-else")
+		s.SetTTL(testKey, time.Hour)
+	}
+	if _, err := c.TryAcquire(ctx, testKey, time.Minute); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	close(block.gate)
+	if err := <-st; err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	// Node 2 ran the blocked status script, and nothing of the failed acquire.
+	if n := sentTo2.count(); n != 0 {
+		t.Fatalf("the failed attempt's queued acquire went out to node 2 (%d attempts seen)", n)
+	}
+	if servers[2].Exists(testKey) {
+		t.Fatal("node 2 holds the key of a failed attempt")
+	}
+}
+
+// blockHook blocks the first command or pipeline it sees until gate is closed.
+type blockHook struct {
+	once    sync.Once
+	gate    chan struct{}
+	entered chan struct{}
+}
+
+func (h *blockHook) wait() {
+	h.once.Do(func() {
+		h.entered <- struct{}{}
+		<-h.gate
+	})
+}
+func (*blockHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *blockHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.wait(); return next(ctx, cmd) }
+}
+func (h *blockHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.wait(); return next(ctx, cmds) }
+}
+
+// TestStalledNodeFailsFast: while every call in flight to a node is past the node timeout,
+// new calls to it fail at once without being sent, so attempts decide on the other nodes
+// instead of waiting for the hung one; an acquire's node timeout counts from the write.
+func TestStalledNodeFailsFast(t *testing.T) {
+	_, clients := miniNodes(t, 4)
+	h := startHungNode(t)
+	// A read timeout longer than the test, so the sender stays stuck until h.close.
+	rc := redis.NewClient(&redis.Options{Addr: h.addr(), ReadTimeout: time.Minute, MaxRetries: -1})
+	t.Cleanup(func() { rc.Close() })
+	clients = append(clients, rc)
+	c, err := New(clients, WithNodeTimeout(50*time.Millisecond), WithNodeConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	// The first acquire's call to the hung node is written and times out.
+	l, err := c.TryAcquire(ctx, "stall:0", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Release(ctx)
+	waitFor(t, func() bool {
+		q := c.nodes[4].q
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.stalled()
+	})
+	// Every later call to the stalled node is refused at once.
+	for i := 1; i <= 20; i++ {
+		l, err := c.TryAcquire(ctx, fmt.Sprintf("stall:%d", i), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var qe *QuorumError
+		err = l.Release(ctx)
+		if err != nil && !errors.As(err, &qe) {
+			t.Fatal(err)
+		}
+	}
+	st, err := c.Status(ctx, "stall:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(st.Nodes[4].Err, errNodeStalled) {
+		t.Fatalf("status of the stalled node: %v", st.Nodes[4].Err)
+	}
+	h.close()
+	c.Close()
+}
+
+var _ = miniredis.Miniredis{}

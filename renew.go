@@ -1,0 +1,237 @@
+package redlock
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// renewer keeps the locks of every running [Client.Do] of one Client alive: one goroutine
+// and one timer for the whole client, whatever the number of holds, instead of one per
+// lock. Due renewals are sent through the transport, which writes the renewals that are
+// due together as one pipeline per node. The goroutine runs only while some Do holds a
+// lock.
+type renewer struct {
+	c       *Client
+	mu      sync.Mutex
+	holds   holdHeap // ordered by wake
+	running bool
+	kick    chan struct{} // buffered 1: the earliest wake may have moved
+}
+
+// hold is one Do's lock under renewal.
+type hold struct {
+	l        *Lock
+	cancel   context.CancelCauseFunc // fn's context
+	interval time.Duration           // between renewals
+	margin   time.Duration           // fn is told this long before Until
+	retry    time.Duration           // after a failed renewal
+
+	// Guarded by renewer.mu.
+	next     time.Time // next renewal
+	wake     time.Time // min(next, Until − margin), or Until − margin while a renewal is out
+	inflight bool      // an extend was sent and has not been decided
+	last     error     // the last failed renewal, nil after a success
+	lost     error     // set once the lock is given up; fn's context is cancelled with it
+	index    int       // in holds; -1 when not in it
+}
+
+// add starts renewing l. cancel cancels fn's context with the loss as cause.
+func (r *renewer) add(l *Lock, cancel context.CancelCauseFunc) *hold {
+	cfg := &r.c.cfg
+	interval := time.Duration(float64(l.ttl) * cfg.renewFraction)
+	h := &hold{l: l, cancel: cancel, interval: interval,
+		margin: time.Duration(float64(l.ttl) * cfg.cancelMargin),
+		retry:  min(cfg.retryDelay, interval/4)}
+	h.next = cfg.clock.Now().Add(interval)
+	h.wake = earliest(h.next, l.Until().Add(-h.margin))
+	r.mu.Lock()
+	if r.kick == nil {
+		r.kick = make(chan struct{}, 1)
+	}
+	heap.Push(&r.holds, h)
+	start := !r.running
+	r.running = true
+	r.mu.Unlock()
+	if start {
+		r.c.bg.Add(1) // under a Do, which holds the client, so the count is positive
+		go r.loop()
+	} else {
+		r.poke()
+	}
+	return h
+}
+
+// remove stops renewing h and returns the loss that cancelled fn's context, if any.
+func (r *renewer) remove(h *hold) error {
+	defer r.poke() // the loop may be waiting for this hold; it ends when none are left
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if h.index >= 0 {
+		heap.Remove(&r.holds, h.index)
+	}
+	if h.lost == nil {
+		h.lost = errRemoved
+		return nil
+	}
+	return h.lost
+}
+
+// errRemoved marks a hold whose Do has finished; never returned.
+var errRemoved = errors.New("hold removed")
+
+func (r *renewer) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// loop is the renewer's goroutine: it wakes at the earliest hold's wake time, sends the
+// renewals that are due and gives up the holds whose cancel point has come.
+func (r *renewer) loop() {
+	defer r.c.bg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		r.mu.Lock()
+		if len(r.holds) == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		now := r.c.cfg.clock.Now()
+		var lose, renew []*hold
+		for len(r.holds) > 0 && !r.holds[0].wake.After(now) {
+			h := heap.Pop(&r.holds).(*hold)
+			cancelAt := h.l.Until().Add(-h.margin)
+			if !now.Before(cancelAt) {
+				h.lost = fmt.Errorf("%w: %q: no renewal confirmed %v before the validity deadline: %w",
+					ErrLockLost, h.l.key, h.margin, h.lateCause())
+				lose = append(lose, h)
+				continue
+			}
+			if !h.inflight && !now.Before(h.next) {
+				h.inflight = true
+				renew = append(renew, h)
+			}
+			h.wake = cancelAt
+			if !h.inflight {
+				h.wake = earliest(h.next, cancelAt)
+			}
+			heap.Push(&r.holds, h)
+		}
+		var wait time.Duration
+		if len(lose) == 0 && len(renew) == 0 && len(r.holds) > 0 {
+			wait = r.holds[0].wake.Sub(now)
+		}
+		r.mu.Unlock()
+		for _, h := range lose {
+			r.c.lose(h.l, h.cancel, h.lost)
+		}
+		for _, h := range renew {
+			r.extend(h, now)
+		}
+		if wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-r.kick:
+			}
+		}
+	}
+}
+
+// lateCause says why no renewal was confirmed by the cancel point.
+func (h *hold) lateCause() error {
+	switch {
+	case h.last != nil:
+		return h.last
+	case h.inflight:
+		return errRenewalUnconfirmed
+	}
+	return errRenewerLate
+}
+
+// extend sends one renewal of h without waiting for it; extended takes the outcome.
+func (r *renewer) extend(h *hold, start time.Time) {
+	l := h.l
+	settle := l.extendOutcome(start, l.ttl)
+	o := r.c.newQuorumOp("extend", l.key, func(err error) { r.extended(h, settle(err)) })
+	o.start(l.acq, l.extendCommand(l.ttl), false)
+}
+
+func (r *renewer) extended(h *hold, err error) {
+	r.mu.Lock()
+	h.inflight = false
+	if h.lost != nil { // given up or removed meanwhile
+		r.mu.Unlock()
+		return
+	}
+	now := r.c.cfg.clock.Now()
+	switch {
+	case err == nil:
+		h.last = nil
+		h.next = now.Add(h.interval)
+	case r.c.definitelyLost(err):
+		h.lost = fmt.Errorf("%w: %q: %w", ErrLockLost, h.l.key, err)
+		if h.index >= 0 {
+			heap.Remove(&r.holds, h.index)
+		}
+		r.mu.Unlock()
+		r.c.lose(h.l, h.cancel, h.lost)
+		return
+	default:
+		r.c.cfg.logger.Debug("redlock: renewal failed, retrying", "key", h.l.key, "err", err)
+		h.last = err
+		h.next = now.Add(h.retry)
+	}
+	h.wake = earliest(h.next, h.l.Until().Add(-h.margin))
+	if h.index >= 0 {
+		heap.Fix(&r.holds, h.index)
+	}
+	r.mu.Unlock()
+	r.poke()
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// holdHeap is a min-heap of holds by wake time (container/heap).
+type holdHeap []*hold
+
+func (hh holdHeap) Len() int           { return len(hh) }
+func (hh holdHeap) Less(i, j int) bool { return hh[i].wake.Before(hh[j].wake) }
+func (hh holdHeap) Swap(i, j int) {
+	hh[i], hh[j] = hh[j], hh[i]
+	hh[i].index, hh[j].index = i, j
+}
+func (hh *holdHeap) Push(x any) {
+	h := x.(*hold)
+	h.index = len(*hh)
+	*hh = append(*hh, h)
+}
+func (hh *holdHeap) Pop() any {
+	old := *hh
+	h := old[len(old)-1]
+	old[len(old)-1] = nil
+	h.index = -1
+	*hh = old[:len(old)-1]
+	return h
+}
+
+// errRenewerLate is the cause when the renewer woke past the cancel point without having
+// tried a renewal since the last success: the process or the renewer itself was paused or
+// starved of CPU.
+var errRenewerLate = errors.New("the renewer ran too late to try a renewal (process paused or starved)")
+
+// errRenewalUnconfirmed is the cause when a renewal was sent in time but no quorum had
+// confirmed it by the cancel point.
+var errRenewalUnconfirmed = errors.New("a renewal was sent but no quorum confirmed it in time")

@@ -1,0 +1,371 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The per-node transport. Every command the library sends (acquire, raise, extend,
+// release, undo, status) goes through the queue of its node. A bounded number of senders
+// per node ([WithNodeConcurrency]) take what is queued and write it as one go-redis
+// pipeline: one write and one read for all the calls that were ready at that moment, on one
+// pooled connection. Under load the batches grow instead of the number of connections and
+// round trips, and a call that waits in the queue is not yet timing out: the node timeout
+// starts when its batch is written. docs/design.md §3.7 gives the rules and why they keep
+// the safety argument.
+
+// outcome is what the transport reports about one call.
+type outcome uint8
+
+const (
+	// replied: the node answered (val or err) within the node timeout. Final.
+	replied outcome = iota
+	// timedOut: the batch was written but the node did not answer within the node timeout.
+	// The command may still be applied; a late event follows when its real fate is known.
+	timedOut
+	// late: the answer to a call that had timed out. Final.
+	late
+	// notSent: the call was dropped before it was written, so it changed nothing on the
+	// node. Final.
+	notSent
+)
+
+// event is one report about one call, delivered to the call's sink.
+type event struct {
+	call  *call
+	node  int
+	tag   uint8 // the owner's label (acquire or raise)
+	out   outcome
+	val   int64 // the integer reply (replyInt, replySetNX)
+	slice []any // the array reply (replySlice)
+	err   error
+}
+
+// final reports whether nothing more will be reported about this call.
+func (e *event) final() bool { return e.out != timedOut }
+
+// sink receives the events of the calls it owns. deliver runs on a transport goroutine (or
+// on the enqueuing goroutine for a call refused at once) and must not block.
+type sink interface{ deliver(ev event) }
+
+// replyKind tells the sender how to decode a reply.
+type replyKind uint8
+
+const (
+	replyInt   replyKind = iota // an integer reply (the scripts)
+	replySetNX                  // SET NX: OK is 1, nil is 0
+	replySlice                  // an array reply (status.lua)
+)
+
+// Call states. Only the queued → sent and queued → cancelled moves race, and both are
+// compare-and-swap, so a call is either written or never written, never both.
+const (
+	callQueued uint32 = iota
+	callSent
+	callCancelled // dropped before it was written
+	callTimedOut  // written, first outcome reported as a timeout, real reply pending
+	callDone
+)
+
+// call is one command for one node.
+type call struct {
+	args   []any // may be shared, read-only, by the calls of one fan-out
+	script *lua  // non-nil for EVALSHA: resent as EVAL on NOSCRIPT
+	kind   replyKind
+	keep   bool // never dropped before it is written (releases and undos)
+	node   int
+	tag    uint8
+	sink   sink // nil: nobody listens
+	state  atomic.Uint32
+
+	mu    sync.Mutex
+	final bool    // its real fate is known: answered, or never written
+	next  []*call // to enqueue once final (per-node ordering after this call)
+}
+
+// cancel drops the call if it has not been written yet. It reports whether it did; the
+// caller then knows the call changed nothing and will get no event for it.
+func (c *call) cancel() bool { return c.state.CompareAndSwap(callQueued, callCancelled) }
+
+// nodeQueue is the transport of one node.
+type nodeQueue struct {
+	cl      *Client
+	node    int
+	rc      redis.UniversalClient
+	mu      sync.Mutex
+	queue   []*call
+	active  int // senders running
+	overdue int // batches in flight past the node timeout
+}
+
+// batch is what one sender writes at once.
+type batch struct {
+	calls   []*call
+	mu      sync.Mutex // held by expire while it reports, so that exec reports after it
+	overdue bool       // past the node timeout while in flight; guarded by the queue's mu
+	back    bool       // its replies are in; guarded by the queue's mu
+}
+
+// maxBatch caps the calls of one pipeline, so that one write stays a bounded amount of
+// work for the node and for the reader.
+const maxBatch = 64
+
+// stalled reports, with q.mu held, that every sender is waiting on a batch that is past the
+// node timeout: the node is not answering, and a new call would only wait behind them.
+func (q *nodeQueue) stalled() bool { return q.active > 0 && q.overdue == q.active }
+
+// send enqueues c. The call counts as background work of the client until it is final. A
+// call that may be dropped is refused at once (notSent) while the node is stalled.
+func (q *nodeQueue) send(c *call) {
+	q.cl.bg.Add(1)
+	q.mu.Lock()
+	if !c.keep && q.stalled() {
+		q.mu.Unlock()
+		if c.state.CompareAndSwap(callQueued, callCancelled) {
+			q.report(c, event{out: notSent, err: errNodeStalled})
+			q.finish(c)
+		} else { // the owner cancelled it first
+			q.finish(c)
+		}
+		return
+	}
+	q.queue = append(q.queue, c)
+	if q.active < q.cl.cfg.nodeConcurrency {
+		q.active++
+		q.cl.senders.Add(1)
+		go q.run()
+	}
+	q.mu.Unlock()
+}
+
+// sendAfter enqueues c once prev is final, so that c cannot overtake prev on this node.
+// prev nil means no ordering.
+func (q *nodeQueue) sendAfter(prev, c *call) {
+	if prev != nil {
+		prev.mu.Lock()
+		if !prev.final {
+			q.cl.bg.Add(1) // held by c while it waits; released when it is enqueued
+			prev.next = append(prev.next, c)
+			prev.mu.Unlock()
+			return
+		}
+		prev.mu.Unlock()
+	}
+	q.send(c)
+}
+
+// run is one sender: it writes batches until the queue is empty.
+func (q *nodeQueue) run() {
+	defer q.cl.senders.Done()
+	for {
+		q.mu.Lock()
+		b, dropped := q.take()
+		if b == nil {
+			q.active--
+		}
+		q.mu.Unlock()
+		for _, c := range dropped {
+			q.finish(c) // cancelled by its owner: never written
+		}
+		if b == nil {
+			return
+		}
+		q.exec(b)
+	}
+}
+
+// take removes up to maxBatch calls from the queue and marks them sent. It also returns the
+// cancelled calls it met, for the caller to finish once q.mu is released. Called with q.mu
+// held; the batch is nil when nothing is left to send.
+func (q *nodeQueue) take() (*batch, []*call) {
+	var calls, dropped []*call
+	n := 0
+	for n < len(q.queue) && len(calls) < maxBatch {
+		c := q.queue[n]
+		q.queue[n] = nil
+		n++
+		if c.state.CompareAndSwap(callQueued, callSent) {
+			calls = append(calls, c)
+		} else {
+			dropped = append(dropped, c)
+		}
+	}
+	q.queue = q.queue[n:]
+	if len(q.queue) == 0 {
+		q.queue = nil
+	}
+	if len(calls) == 0 {
+		return nil, dropped
+	}
+	return &batch{calls: calls}, dropped
+}
+
+// exec writes one batch and reports every call's outcome. The node timeout runs from the
+// write: when it passes first, the calls are reported as timed out, and their real replies
+// follow as late events.
+func (q *nodeQueue) exec(b *batch) {
+	timer := time.AfterFunc(q.cl.cfg.nodeTimeout, func() { q.expire(b) })
+	// For clients that honour context deadlines, a bound on how long the sender can be held;
+	// clients that do not stop at their own read timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), q.cl.execBudget())
+	cmds := q.write(ctx, b.calls)
+	cancel()
+	timer.Stop()
+	b.mu.Lock() // an expire that has started reports its timeouts first
+	defer b.mu.Unlock()
+	q.mu.Lock()
+	b.back = true
+	if b.overdue {
+		q.overdue--
+	}
+	q.mu.Unlock()
+	for i, c := range b.calls {
+		ev := decode(c.kind, cmds[i])
+		if c.state.CompareAndSwap(callSent, callDone) {
+			ev.out = replied
+		} else { // timed out
+			c.state.Store(callDone)
+			ev.out = late
+		}
+		q.report(c, ev)
+		q.finish(c)
+	}
+}
+
+// write sends the calls as one pipeline (or one command) and resends as EVAL the scripts a
+// node answered with NOSCRIPT (its script cache was lost by a restart or SCRIPT FLUSH).
+func (q *nodeQueue) write(ctx context.Context, calls []*call) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	if len(calls) == 1 {
+		cmds[0] = redis.NewCmd(ctx, calls[0].args...)
+		_ = q.rc.Process(ctx, cmds[0])
+	} else {
+		pipe := q.rc.Pipeline()
+		for i, c := range calls {
+			cmds[i] = pipe.Do(ctx, c.args...)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	var again []int
+	for i, c := range calls {
+		if c.script != nil && cmds[i].Err() != nil && redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds
+	}
+	pipe := q.rc.Pipeline()
+	for _, i := range again {
+		eval := make([]any, len(calls[i].args))
+		copy(eval, calls[i].args)
+		eval[0], eval[1] = "eval", calls[i].script.src
+		cmds[i] = pipe.Do(ctx, eval...)
+	}
+	_, _ = pipe.Exec(ctx)
+	return cmds
+}
+
+// expire runs at the node timeout of a batch that has not returned: its calls are reported
+// as timed out, and if every sender is now stuck, the queued calls that may be dropped are
+// refused at once instead of waiting behind them.
+func (q *nodeQueue) expire(b *batch) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, c := range b.calls {
+		if c.state.CompareAndSwap(callSent, callTimedOut) {
+			q.report(c, event{out: timedOut, err: errNodeTimeout})
+		}
+	}
+	q.mu.Lock()
+	var dropped []*call
+	if !b.back {
+		b.overdue = true
+		q.overdue++
+	}
+	if q.stalled() {
+		kept := q.queue[:0]
+		for _, c := range q.queue {
+			if !c.keep && c.state.CompareAndSwap(callQueued, callCancelled) {
+				dropped = append(dropped, c)
+			} else {
+				kept = append(kept, c)
+			}
+		}
+		clear(q.queue[len(kept):])
+		q.queue = kept
+	}
+	q.mu.Unlock()
+	for _, c := range dropped {
+		q.report(c, event{out: notSent, err: errNodeStalled})
+		q.finish(c)
+	}
+}
+
+// report gives an event to the call's owner.
+func (q *nodeQueue) report(c *call, ev event) {
+	if c.sink == nil {
+		return
+	}
+	ev.call, ev.node, ev.tag = c, c.node, c.tag
+	c.sink.deliver(ev)
+}
+
+// finish marks c final: the calls ordered after it are enqueued, and it stops counting as
+// background work. References the call no longer needs are dropped, since a Lock keeps its
+// acquire calls for as long as it lives.
+func (q *nodeQueue) finish(c *call) {
+	c.mu.Lock()
+	c.final = true
+	next := c.next
+	c.next = nil
+	c.args, c.sink = nil, nil
+	c.mu.Unlock()
+	for _, n := range next {
+		q.send(n)
+		q.cl.bg.Done() // the hold taken in sendAfter
+	}
+	q.cl.bg.Done()
+}
+
+// decode turns a reply into an event's value.
+func decode(kind replyKind, cmd *redis.Cmd) event {
+	switch kind {
+	case replySetNX:
+		switch err := cmd.Err(); {
+		case err == nil:
+			return event{val: 1}
+		case errors.Is(err, redis.Nil):
+			return event{val: 0}
+		default:
+			return event{err: err}
+		}
+	case replySlice:
+		v, err := cmd.Slice()
+		return event{slice: v, err: err}
+	}
+	v, err := cmd.Int64()
+	return event{val: v, err: err}
+}
+
+// execBudget bounds how long one batch may hold a sender for clients that honour context
+// deadlines: long enough for a busy node to answer late (an undo then still lands), short
+// enough that a hung node does not hold a sender for ever.
+func (c *Client) execBudget() time.Duration { return max(4*c.cfg.nodeTimeout, time.Second) }
+
+// sendTo enqueues c on node i.
+func (cl *Client) sendTo(i int, c *call) {
+	c.node = i
+	cl.nodes[i].q.send(c)
+}
+
+// sendAfterTo enqueues c on node i once prev (a call to the same node, or nil) is final.
+func (cl *Client) sendAfterTo(i int, prev, c *call) {
+	c.node = i
+	cl.nodes[i].q.sendAfter(prev, c)
+}
