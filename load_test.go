@@ -370,3 +370,38 @@ func TestStalledNodeFailsFast(t *testing.T) {
 }
 
 var _ = miniredis.Miniredis{}
+
+// TestReleaseCancelsQueuedAcquire: a lock won on a quorum while its acquire to another node
+// is still queued there; Release cancels that queued acquire, which then never reaches the
+// node, and returns once the quorum that holds the key has deleted it.
+func TestReleaseCancelsQueuedAcquire(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	sentTo2 := countAttempts(clients[2:])
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithNodeConcurrency(1))
+	ctx := ctxT(t, 20*time.Second)
+	block := &blockHook{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	clients[2].(*redis.Client).AddHook(block)
+	st := make(chan error, 1)
+	go func() { _, err := c.Status(ctx, "other"); st <- err }()
+	<-block.entered // node 2's only sender is busy: the acquire below queues there
+	l, err := c.TryAcquire(ctx, testKey, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	close(block.gate)
+	if err := <-st; err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	if n := sentTo2.count(); n != 0 {
+		t.Fatalf("the cancelled acquire reached node 2 (%d attempts seen)", n)
+	}
+	for i, s := range servers {
+		if s.Exists(testKey) {
+			t.Fatalf("node %d kept the key", i)
+		}
+	}
+}

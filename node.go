@@ -29,6 +29,18 @@ func nodeAddr(c redis.UniversalClient) string {
 	return ""
 }
 
+// honoursContext reports whether a go-redis client applies context deadlines to its socket
+// reads (ContextTimeoutEnabled); for client types that do not say, it assumes so.
+func honoursContext(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
+}
+
 // isNil reports whether c is nil, including a typed nil pointer inside the interface.
 func isNil(c redis.UniversalClient) bool {
 	if c == nil {

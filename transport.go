@@ -97,18 +97,24 @@ type nodeQueue struct {
 	cl      *Client
 	node    int
 	rc      redis.UniversalClient
-	mu      sync.Mutex
-	queue   []*call
-	active  int // senders running
-	overdue int // batches in flight past the node timeout
+	ctxTimeouts bool // the client honours context deadlines (go-redis ContextTimeoutEnabled)
+
+	mu       sync.Mutex
+	queue    []*call
+	active   int       // senders running
+	overdue  int       // batches in flight past the node timeout
+	lastBack time.Time // when a batch of this node last returned
 }
 
 // batch is what one sender writes at once.
 type batch struct {
 	calls   []*call
-	mu      sync.Mutex // held by expire while it reports, so that exec reports after it
-	overdue bool       // past the node timeout while in flight; guarded by the queue's mu
-	back    bool       // its replies are in; guarded by the queue's mu
+	written time.Time
+	mu      sync.Mutex  // held by expire while it reports, so that exec reports after it
+	timer   *time.Timer // the node timeout; guarded by mu
+	overdue bool        // past the node timeout while in flight; guarded by the queue's mu
+	back    bool        // its replies are in; guarded by the queue's mu
+	one     [1]*call    // backing array of calls for a batch of one
 }
 
 // maxBatch caps the calls of one pipeline, so that one write stays a bounded amount of
@@ -183,7 +189,12 @@ func (q *nodeQueue) run() {
 // cancelled calls it met, for the caller to finish once q.mu is released. Called with q.mu
 // held; the batch is nil when nothing is left to send.
 func (q *nodeQueue) take() (*batch, []*call) {
-	var calls, dropped []*call
+	b := &batch{}
+	calls := b.one[:0]
+	if len(q.queue) > 1 {
+		calls = make([]*call, 0, min(len(q.queue), maxBatch))
+	}
+	var dropped []*call
 	n := 0
 	for n < len(q.queue) && len(calls) < maxBatch {
 		c := q.queue[n]
@@ -202,24 +213,33 @@ func (q *nodeQueue) take() (*batch, []*call) {
 	if len(calls) == 0 {
 		return nil, dropped
 	}
-	return &batch{calls: calls}, dropped
+	b.calls = calls
+	return b, dropped
 }
 
 // exec writes one batch and reports every call's outcome. The node timeout runs from the
-// write: when it passes first, the calls are reported as timed out, and their real replies
-// follow as late events.
+// write: when it passes first (see expire), the calls are reported as timed out, and their
+// real replies follow as late events.
 func (q *nodeQueue) exec(b *batch) {
-	timer := time.AfterFunc(q.cl.cfg.nodeTimeout, func() { q.expire(b) })
-	// For clients that honour context deadlines, a bound on how long the sender can be held;
-	// clients that do not stop at their own read timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), q.cl.execBudget())
+	b.mu.Lock()
+	b.written = time.Now()
+	b.timer = time.AfterFunc(q.cl.cfg.nodeTimeout, func() { q.expire(b) })
+	b.mu.Unlock()
+	ctx := context.Background()
+	if q.ctxTimeouts {
+		// A bound on how long the sender can be held; clients that ignore context deadlines
+		// stop at their own read timeout instead.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, q.cl.execBudget())
+		defer cancel()
+	}
 	cmds := q.write(ctx, b.calls)
-	cancel()
-	timer.Stop()
 	b.mu.Lock() // an expire that has started reports its timeouts first
 	defer b.mu.Unlock()
+	b.timer.Stop()
 	q.mu.Lock()
 	b.back = true
+	q.lastBack = time.Now()
 	if b.overdue {
 		q.overdue--
 	}
@@ -271,20 +291,47 @@ func (q *nodeQueue) write(ctx context.Context, calls []*call) []*redis.Cmd {
 	return cmds
 }
 
-// expire runs at the node timeout of a batch that has not returned: its calls are reported
-// as timed out, and if every sender is now stuck, the queued calls that may be dropped are
-// refused at once instead of waiting behind them.
+// expire runs at the node timeout of a batch that has not returned. If the node has
+// answered another batch within the last node timeout, it is alive and the delay is most
+// likely this process's own (a sender waiting for a CPU behind thousands of goroutines):
+// the timeout is put off, up to the exec budget after the write. Otherwise the calls are
+// reported as timed out, and if every sender is now stuck, the queued calls that may be
+// dropped are refused at once instead of waiting behind them.
 func (q *nodeQueue) expire(b *batch) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	now := time.Now()
+	timeout := q.cl.cfg.nodeTimeout
+	q.mu.Lock()
+	if b.back {
+		q.mu.Unlock()
+		return
+	}
+	if since := now.Sub(q.lastBack); since < timeout && now.Sub(b.written) < q.cl.execBudget() {
+		q.mu.Unlock()
+		b.timer.Reset(timeout - since)
+		return
+	}
+	q.mu.Unlock()
+	// Releases and undos wait longer: nothing in them is bounded by a validity time, and a
+	// late answer is better than reporting a lock as not released.
+	patient := now.Sub(b.written) < q.cl.execBudget()
+	rearm := false
 	for _, c := range b.calls {
+		if c.keep && patient {
+			rearm = true
+			continue
+		}
 		if c.state.CompareAndSwap(callSent, callTimedOut) {
 			q.report(c, event{out: timedOut, err: errNodeTimeout})
 		}
 	}
+	if rearm {
+		b.timer.Reset(q.cl.execBudget() - now.Sub(b.written))
+	}
 	q.mu.Lock()
 	var dropped []*call
-	if !b.back {
+	if !b.back && !b.overdue {
 		b.overdue = true
 		q.overdue++
 	}
