@@ -58,7 +58,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c := &Client{nodes: ns, quorum: q, cfg: cfg}
 	for i := range c.nodes {
-		c.nodes[i].q = &nodeQueue{cl: c, node: i, rc: c.nodes[i].client, ctxTimeouts: honoursContext(c.nodes[i].client)}
+		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
 	}
 	c.renewer.c = c
 	return c, nil

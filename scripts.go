@@ -73,6 +73,6 @@ func (cmd *command) newCall(tag uint8, s sink) *call {
 // integer reply (for tests and tools).
 func (cmd *command) run(ctx context.Context, rc redis.UniversalClient) (int64, error) {
 	q := &nodeQueue{rc: rc}
-	ev := decode(cmd.kind, q.write(ctx, []*call{cmd.newCall(0, nil)})[0])
+	ev := decode(cmd.kind, q.write(ctx, []*call{cmd.newCall(0, nil)}, nil)[0])
 	return ev.val, ev.err
 }

@@ -94,36 +94,46 @@ func (c *call) cancel() bool { return c.state.CompareAndSwap(callQueued, callCan
 
 // nodeQueue is the transport of one node.
 type nodeQueue struct {
-	cl      *Client
-	node    int
-	rc      redis.UniversalClient
-	ctxTimeouts bool // the client honours context deadlines (go-redis ContextTimeoutEnabled)
+	cl          *Client
+	node        int
+	rc          redis.UniversalClient
+	ctxTimeouts bool          // the client honours context deadlines (go-redis ContextTimeoutEnabled)
+	wake        chan struct{} // work for an idle sender; buffered
 
 	mu       sync.Mutex
 	queue    []*call
-	active   int       // senders running
+	active   int       // senders running, idle ones included
+	idle     int       // senders waiting for work
 	overdue  int       // batches in flight past the node timeout
 	lastBack time.Time // when a batch of this node last returned
 }
 
-// batch is what one sender writes at once.
+func newNodeQueue(cl *Client, i int, rc redis.UniversalClient) *nodeQueue {
+	return &nodeQueue{cl: cl, node: i, rc: rc, ctxTimeouts: honoursContext(rc),
+		wake: make(chan struct{}, cl.cfg.nodeConcurrency)}
+}
+
+// batch is what one sender writes at once. Each sender keeps one and reuses it.
 type batch struct {
-	calls   []*call
-	written time.Time
 	mu      sync.Mutex  // held by expire while it reports, so that exec reports after it
-	timer   *time.Timer // the node timeout; guarded by mu
+	calls   []*call     // nil between batches; guarded by mu
+	written time.Time   // guarded by mu
+	timer   *time.Timer // the node timeout of the batch in flight
 	overdue bool        // past the node timeout while in flight; guarded by the queue's mu
 	back    bool        // its replies are in; guarded by the queue's mu
-	one     [1]*call    // backing array of calls for a batch of one
 }
 
 // maxBatch caps the calls of one pipeline, so that one write stays a bounded amount of
 // work for the node and for the reader.
 const maxBatch = 64
 
+// senderLinger is how long an idle sender waits for more work before it ends, so that a
+// steady trickle of calls does not start a goroutine for each of them.
+const senderLinger = 2 * time.Millisecond
+
 // stalled reports, with q.mu held, that every sender is waiting on a batch that is past the
 // node timeout: the node is not answering, and a new call would only wait behind them.
-func (q *nodeQueue) stalled() bool { return q.active > 0 && q.overdue == q.active }
+func (q *nodeQueue) stalled() bool { return q.overdue > 0 && q.overdue == q.active-q.idle }
 
 // send enqueues c. The call counts as background work of the client until it is final. A
 // call that may be dropped is refused at once (notSent) while the node is stalled.
@@ -134,14 +144,18 @@ func (q *nodeQueue) send(c *call) {
 		q.mu.Unlock()
 		if c.state.CompareAndSwap(callQueued, callCancelled) {
 			q.report(c, event{out: notSent, err: errNodeStalled})
-			q.finish(c)
-		} else { // the owner cancelled it first
-			q.finish(c)
-		}
+		} // else the owner cancelled it first
+		q.finish(c)
 		return
 	}
 	q.queue = append(q.queue, c)
-	if q.active < q.cl.cfg.nodeConcurrency {
+	switch {
+	case q.idle > 0:
+		select {
+		case q.wake <- struct{}{}:
+		default: // enough wake-ups are pending
+		}
+	case q.active < q.cl.cfg.nodeConcurrency:
 		q.active++
 		q.cl.senders.Add(1)
 		go q.run()
@@ -165,36 +179,57 @@ func (q *nodeQueue) sendAfter(prev, c *call) {
 	q.send(c)
 }
 
-// run is one sender: it writes batches until the queue is empty.
+// run is one sender: it writes batches while there is work, and ends after it has found
+// none for senderLinger.
 func (q *nodeQueue) run() {
 	defer q.cl.senders.Done()
+	b := &batch{back: true}
+	b.timer = time.AfterFunc(time.Hour, func() { q.expire(b) })
+	b.timer.Stop()
+	defer b.timer.Stop()
+	linger := time.NewTimer(senderLinger)
+	defer linger.Stop()
+	var spare []*call
+	var cmds []*redis.Cmd
 	for {
 		q.mu.Lock()
-		b, dropped := q.take()
-		if b == nil {
-			q.active--
+		calls, dropped := q.take(spare[:0])
+		if len(calls) == 0 && len(dropped) == 0 {
+			q.idle++
+			q.mu.Unlock()
+			linger.Reset(senderLinger)
+			woken := false
+			select {
+			case <-q.wake:
+				woken = true
+			case <-linger.C:
+			}
+			q.mu.Lock()
+			q.idle--
+			if !woken && len(q.queue) == 0 {
+				q.active--
+				q.mu.Unlock()
+				return
+			}
+			q.mu.Unlock()
+			continue
 		}
 		q.mu.Unlock()
 		for _, c := range dropped {
 			q.finish(c) // cancelled by its owner: never written
 		}
-		if b == nil {
-			return
+		if len(calls) > 0 {
+			cmds = q.exec(b, calls, cmds[:0])
+			clear(calls) // no references kept to finished calls
+			spare = calls
 		}
-		q.exec(b)
 	}
 }
 
-// take removes up to maxBatch calls from the queue and marks them sent. It also returns the
-// cancelled calls it met, for the caller to finish once q.mu is released. Called with q.mu
-// held; the batch is nil when nothing is left to send.
-func (q *nodeQueue) take() (*batch, []*call) {
-	b := &batch{}
-	calls := b.one[:0]
-	if len(q.queue) > 1 {
-		calls = make([]*call, 0, min(len(q.queue), maxBatch))
-	}
-	var dropped []*call
+// take moves up to maxBatch calls from the queue into calls and marks them sent. It also
+// returns the cancelled calls it met, for the caller to finish once q.mu is released.
+// Called with q.mu held.
+func (q *nodeQueue) take(calls []*call) (sent, dropped []*call) {
 	n := 0
 	for n < len(q.queue) && len(calls) < maxBatch {
 		c := q.queue[n]
@@ -210,20 +245,20 @@ func (q *nodeQueue) take() (*batch, []*call) {
 	if len(q.queue) == 0 {
 		q.queue = nil
 	}
-	if len(calls) == 0 {
-		return nil, dropped
-	}
-	b.calls = calls
-	return b, dropped
+	return calls, dropped
 }
 
 // exec writes one batch and reports every call's outcome. The node timeout runs from the
 // write: when it passes first (see expire), the calls are reported as timed out, and their
-// real replies follow as late events.
-func (q *nodeQueue) exec(b *batch) {
+// real replies follow as late events. It returns cmds for reuse.
+func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cmd {
 	b.mu.Lock()
+	q.mu.Lock()
+	b.back, b.overdue = false, false
+	q.mu.Unlock()
+	b.calls = calls
 	b.written = time.Now()
-	b.timer = time.AfterFunc(q.cl.cfg.nodeTimeout, func() { q.expire(b) })
+	b.timer.Reset(q.cl.cfg.nodeTimeout)
 	b.mu.Unlock()
 	ctx := context.Background()
 	if q.ctxTimeouts {
@@ -233,10 +268,11 @@ func (q *nodeQueue) exec(b *batch) {
 		ctx, cancel = context.WithTimeout(ctx, q.cl.execBudget())
 		defer cancel()
 	}
-	cmds := q.write(ctx, b.calls)
+	cmds = q.write(ctx, calls, cmds)
 	b.mu.Lock() // an expire that has started reports its timeouts first
 	defer b.mu.Unlock()
 	b.timer.Stop()
+	b.calls = nil
 	q.mu.Lock()
 	b.back = true
 	q.lastBack = time.Now()
@@ -244,7 +280,7 @@ func (q *nodeQueue) exec(b *batch) {
 		q.overdue--
 	}
 	q.mu.Unlock()
-	for i, c := range b.calls {
+	for i, c := range calls {
 		ev := decode(c.kind, cmds[i])
 		if c.state.CompareAndSwap(callSent, callDone) {
 			ev.out = replied
@@ -255,12 +291,14 @@ func (q *nodeQueue) exec(b *batch) {
 		q.report(c, ev)
 		q.finish(c)
 	}
+	clear(cmds)
+	return cmds
 }
 
 // write sends the calls as one pipeline (or one command) and resends as EVAL the scripts a
 // node answered with NOSCRIPT (its script cache was lost by a restart or SCRIPT FLUSH).
-func (q *nodeQueue) write(ctx context.Context, calls []*call) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
+func (q *nodeQueue) write(ctx context.Context, calls []*call, cmds []*redis.Cmd) []*redis.Cmd {
+	cmds = append(cmds[:0], make([]*redis.Cmd, len(calls))...)
 	if len(calls) == 1 {
 		cmds[0] = redis.NewCmd(ctx, calls[0].args...)
 		_ = q.rc.Process(ctx, cmds[0])
@@ -302,6 +340,13 @@ func (q *nodeQueue) expire(b *batch) {
 	defer b.mu.Unlock()
 	now := time.Now()
 	timeout := q.cl.cfg.nodeTimeout
+	if b.calls == nil {
+		return // between batches: a timer that fired for a batch that has returned
+	}
+	if age := now.Sub(b.written); age < timeout {
+		b.timer.Reset(timeout - age) // fired for an earlier batch of this sender
+		return
+	}
 	q.mu.Lock()
 	if b.back {
 		q.mu.Unlock()
