@@ -36,7 +36,10 @@
 //     [ErrInvalidArgument], [ErrClosed], with detail in [*QuorumError], [*NodeError] and
 //     [*StaleTokenError].
 //
-// Every call that does I/O takes a context first. Calls never wait for a node longer than
-// the node timeout, even when that node's go-redis client ignores context deadlines (the
-// default: go-redis honours them on reads only with ContextTimeoutEnabled).
+// Every call that does I/O takes a context first. Every command to a node goes through that
+// node's queue and is written together with the others that are ready, as one pipeline
+// ([WithNodeConcurrency]). Calls never wait for a node's answer longer than the node timeout
+// counted from the write ([WithNodeTimeout]), even when that node's go-redis client ignores
+// context deadlines (the default: go-redis honours them on reads only with
+// ContextTimeoutEnabled). A Client is safe for use by any number of goroutines.
 package redlock

@@ -104,8 +104,15 @@ func (r *renewer) loop() {
 			return
 		}
 		now := r.c.cfg.clock.Now()
-		var lose, renew []*hold
-		for len(r.holds) > 0 && !r.holds[0].wake.After(now) {
+		var lose, renew, later []*hold
+		// Take the holds that are due, and with them those whose renewal is due within an
+		// eighth of their interval: renewing those a little early lets the renewals of many
+		// holds share a wake-up and, through the transport, one pipeline per node.
+		for len(r.holds) > 0 {
+			top := r.holds[0]
+			if top.wake.After(now) && (top.inflight || top.next.Sub(now) > top.interval/8) {
+				break
+			}
 			h := heap.Pop(&r.holds).(*hold)
 			cancelAt := h.l.Until().Add(-h.margin)
 			if !now.Before(cancelAt) {
@@ -114,14 +121,14 @@ func (r *renewer) loop() {
 				lose = append(lose, h)
 				continue
 			}
-			if !h.inflight && !now.Before(h.next) {
+			if !h.inflight {
 				h.inflight = true
 				renew = append(renew, h)
 			}
-			h.wake = cancelAt
-			if !h.inflight {
-				h.wake = earliest(h.next, cancelAt)
-			}
+			h.wake = cancelAt // while the renewal is out, only the cancel point matters
+			later = append(later, h)
+		}
+		for _, h := range later {
 			heap.Push(&r.holds, h)
 		}
 		var wait time.Duration
