@@ -405,3 +405,50 @@ func TestReleaseCancelsQueuedAcquire(t *testing.T) {
 		}
 	}
 }
+
+// TestRealHungNodeUnderContention: 16 workers on 20 keys, default go-redis clients (3 s read
+// timeout, 3 retries), one of 5 real nodes SIGSTOPped for 5 s, longer than the read timeout,
+// so its stuck pipelines fail and new ones are written to it again while it is still
+// stopped. A stopped node never answers, so its calls time out after the node timeout and it
+// is then refused at once; no Acquire waits for it.
+func TestRealHungNodeUnderContention(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	c := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(5*time.Millisecond))
+	ctx := ctxT(t, time.Minute)
+	if err := cluster.Nodes()[3].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	end := time.Now().Add(5 * time.Second)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var longest time.Duration
+	var got atomic.Int64
+	for w := range 16 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				start := time.Now()
+				l, err := c.Acquire(ctx, fmt.Sprintf("hungc:%d", (w*7+i)%20), 10*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				d := time.Since(start)
+				mu.Lock()
+				longest = max(longest, d)
+				mu.Unlock()
+				got.Add(1)
+				_ = l.Release(ctx)
+			}
+		})
+	}
+	wg.Wait()
+	if err := cluster.Nodes()[3].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d acquisitions in 5 s with one node stopped; longest wait %v", got.Load(), longest)
+	// Without the fail-fast, every attempt that needs the stopped node would wait for it,
+	// and with go-redis's retries a call there stays pending for seconds.
+	if longest > 2*time.Second {
+		t.Fatalf("an Acquire waited %v with one node stopped", longest)
+	}
+}

@@ -273,9 +273,12 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	defer b.mu.Unlock()
 	b.timer.Stop()
 	b.calls = nil
+	alive := nodeAnswered(cmds)
 	q.mu.Lock()
 	b.back = true
-	q.lastBack = time.Now()
+	if alive {
+		q.lastBack = time.Now()
+	}
 	if b.overdue {
 		q.overdue--
 	}
@@ -423,6 +426,20 @@ func (q *nodeQueue) finish(c *call) {
 		q.cl.bg.Done() // the hold taken in sendAfter
 	}
 	q.cl.bg.Done()
+}
+
+// nodeAnswered reports whether the node itself answered at least one command of a batch
+// (a reply, or an error reply such as NOSCRIPT), as opposed to a batch that failed on the
+// connection (a read timeout, a reset): only an answer shows the node is alive.
+func nodeAnswered(cmds []*redis.Cmd) bool {
+	for _, cmd := range cmds {
+		err := cmd.Err()
+		var rerr redis.Error
+		if err == nil || errors.Is(err, redis.Nil) || errors.As(err, &rerr) {
+			return true
+		}
+	}
+	return false
 }
 
 // decode turns a reply into an event's value.
