@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -451,4 +452,83 @@ func TestRealHungNodeUnderContention(t *testing.T) {
 	if longest > 2*time.Second {
 		t.Fatalf("an Acquire waited %v with one node stopped", longest)
 	}
+}
+
+// TestOverloadBacksOff: attempts that fail without any node reporting a holder (here two of
+// three nodes refuse connections) double their pause, so a client facing failing nodes does
+// not retry at the full rate; attempts that fail on contention keep the plain retry delay.
+func TestOverloadBacksOff(t *testing.T) {
+	servers, clients := miniNodes(t, 1)
+	for range 2 { // nodes that fail every call at once: they close each connection, no retries
+		rc := redis.NewClient(&redis.Options{Addr: startClosingNode(t), MaxRetries: -1})
+		t.Cleanup(func() { rc.Close() })
+		clients = append(clients, rc)
+	}
+	attempts := countAttempts(clients[:1])
+	c := newTestClient(t, clients, WithNodeTimeout(time.Second), WithRetryDelay(5*time.Millisecond))
+	ctx, cancel := context.WithTimeout(ctxT(t, 10*time.Second), 600*time.Millisecond)
+	defer cancel()
+	if _, err := c.Acquire(ctx, "overload", time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire: %v", err)
+	}
+	settle(c)
+	// Pauses of 10, 20, 40, 80, 160, 320 ms on average: about 6 attempts in 600 ms. At the
+	// plain 5 ms delay there would be about a hundred.
+	overloaded := attempts.count()
+	if overloaded > 20 {
+		t.Fatalf("%d attempts in 600 ms against failing nodes: no backoff", overloaded)
+	}
+
+	// Contention: the key is held elsewhere on the live node; the pause stays at 5 ms.
+	attempts.reset()
+	servers[0].Set("contended", "someone-else")
+	servers[0].SetTTL("contended", time.Hour)
+	c2 := newTestClient(t, clients[:1], WithNodeTimeout(time.Second), WithRetryDelay(5*time.Millisecond))
+	ctx2, cancel2 := context.WithTimeout(ctxT(t, 10*time.Second), 600*time.Millisecond)
+	defer cancel2()
+	if _, err := c2.Acquire(ctx2, "contended", time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Acquire: %v", err)
+	}
+	settle(c2)
+	if n := attempts.count(); n < 3*overloaded {
+		t.Fatalf("%d attempts on a contended key against %d on failing nodes: contention backed off too", n, overloaded)
+	}
+}
+
+func TestOverloadDelay(t *testing.T) {
+	d := 50 * time.Millisecond
+	for k, want := range map[int]time.Duration{1: 100 * time.Millisecond, 2: 200 * time.Millisecond,
+		4: 800 * time.Millisecond, 5: 1600 * time.Millisecond, 9: 1600 * time.Millisecond, 40: 1600 * time.Millisecond} {
+		if got := overloadDelay(d, k); got != want {
+			t.Errorf("overloadDelay(50ms, %d) = %v, want %v", k, got, want)
+		}
+	}
+	if got := overloadDelay(time.Millisecond, 5); got != 32*time.Millisecond {
+		t.Errorf("overloadDelay(1ms, 5) = %v, want 32ms", got)
+	}
+	if got := overloadDelay(time.Millisecond, 20); got != time.Second {
+		t.Errorf("overloadDelay(1ms, 20) = %v, want 1s", got)
+	}
+}
+
+// startClosingNode listens on a loopback port and closes every connection it accepts, so
+// that each call to it fails at once.
+func startClosingNode(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
 }

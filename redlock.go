@@ -226,7 +226,11 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 // overloadDelay is the mean pause after the k-th consecutive attempt that failed without
 // contention: d doubled k times, capped at max(32 d, 1 s).
 func overloadDelay(d time.Duration, k int) time.Duration {
-	return min(d<<min(k, 5), max(32*d, time.Second))
+	limit := max(32*d, time.Second)
+	for ; k > 0 && d < limit; k-- {
+		d *= 2
+	}
+	return min(d, limit)
 }
 
 // jitter draws a pause uniformly from [d/2, 3d/2).
