@@ -8,6 +8,7 @@ require (
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/quorumlock/redlock v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 )
 
 require (

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of quorumlock/redlock and go-redsync/redsync (issue 6).
+# Side-by-side benchmark of quorumlock/redlock and go-redsync/redsync (issue 6; the load
+# scenarios f0, p, burst, held, ramp and hung of issue 10).
 #
 # Builds bench/cmd/sidebyside and runs it. The program starts its own redis-server nodes on
 # free loopback ports (no persistence), runs every scenario for both libraries interleaved,
 # stops the nodes by PID and prints markdown tables on stdout (progress on stderr).
 # Arguments are passed to the program, e.g.:
 #
-#   bench/run.sh                         # everything, about five minutes
+#   bench/run.sh                         # everything, about nine minutes
 #   bench/run.sh -scenarios a,e -dur 10s # only some scenarios
+#   bench/run.sh -scenarios f0,p,burst,held,ramp,hung   # the load scenarios, 3–5 minutes
 #   bench/run.sh -h                      # all flags
 set -euo pipefail
 cd "$(dirname "$0")"

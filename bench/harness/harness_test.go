@@ -5,14 +5,15 @@ import (
 	"context"
 	"math"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestEveryScenarioShort runs every scenario for a very short time, to show the harness
-// works end to end. The figures are meaningless at these durations; only the shape of the
-// report is checked.
+// TestEveryScenarioShort runs every scenario of issue 6 for a very short time, to show the
+// harness works end to end (TestLoadScenariosShort runs those of issue 10). The figures are
+// meaningless at these durations; only the shape of the report is checked.
 func TestEveryScenarioShort(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not on PATH; skipping (Debian: apt-get install -y redis-server)")
@@ -26,6 +27,7 @@ func TestEveryScenarioShort(t *testing.T) {
 	cfg.FDur, cfg.HDur, cfg.Slice = 200*time.Millisecond, 60*time.Millisecond, 50*time.Millisecond
 	cfg.BenchTime = "30x"
 	cfg.HNodes = []int{1, 3, 5}
+	cfg.Scenarios = issue6()
 	cfg.Out, cfg.Log = &out, nil
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -34,16 +36,72 @@ func TestEveryScenarioShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range Scenarios {
+	for _, s := range cfg.Scenarios {
 		if !strings.Contains(out.String(), "## "+s+":") {
 			t.Errorf("no table for scenario %s", s)
 		}
 	}
-	if len(res.Ran) != len(Scenarios) {
-		t.Errorf("ran %v, want all of %v", res.Ran, Scenarios)
+	if len(res.Ran) != len(cfg.Scenarios) {
+		t.Errorf("ran %v, want all of %v", res.Ran, cfg.Scenarios)
 	}
 	if len(res.Targets) == 0 || !strings.Contains(out.String(), "Summary of the targets") {
 		t.Error("no targets evaluated")
+	}
+}
+
+// issue6 returns the scenarios that are not in LoadScenarios.
+func issue6() []string {
+	var s []string
+	for _, id := range Scenarios {
+		if !slices.Contains(LoadScenarios, id) {
+			s = append(s, id)
+		}
+	}
+	return s
+}
+
+// TestLoadScenariosShort runs the load scenarios of issue 10 (p, burst, held, ramp, f0,
+// hung) with tiny sizes and durations: each must produce its table and its targets.
+func TestLoadScenariosShort(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not on PATH; skipping (Debian: apt-get install -y redis-server)")
+	}
+	if testing.Short() {
+		t.Skip("takes about half a minute; skipped with -short")
+	}
+	var out bytes.Buffer
+	cfg := Defaults()
+	cfg.Scenarios = LoadScenarios
+	cfg.Slice = 50 * time.Millisecond
+	cfg.F0Dur = 200 * time.Millisecond
+	cfg.PSizes, cfg.PDur = []int{4, 64}, 150*time.Millisecond
+	cfg.BurstSizes = []int{50, 200}
+	cfg.HeldSizes, cfg.HeldHold = []int{20, 100}, 1200*time.Millisecond
+	cfg.RampFrom, cfg.RampTo, cfg.RampStep = 4, 32, 150*time.Millisecond
+	cfg.HungDur = 300 * time.Millisecond
+	cfg.Out, cfg.Log = &out, nil
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Ran, LoadScenarios) {
+		t.Errorf("ran %v, want %v", res.Ran, LoadScenarios)
+	}
+	for _, s := range LoadScenarios {
+		if !strings.Contains(out.String(), "## "+s+":") {
+			t.Errorf("no table for scenario %s", s)
+		}
+		if !slices.ContainsFunc(res.Targets, func(x Target) bool { return x.Scenario == s }) {
+			t.Errorf("no target for scenario %s", s)
+		}
+	}
+	for _, want := range []string{"floor: go-redis, batched pipelines", "floor: rueidis", "renewals per round trip", "node 5 SIGSTOPped", "Summary of the targets"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
 	}
 }
 

@@ -52,7 +52,12 @@ type ours struct {
 }
 
 func newOurs(addrs []string, opts ...redlock.Option) (*ours, error) {
-	cs := newClients(addrs)
+	return newOursOn(newClients(addrs), opts...)
+}
+
+// newOursOn is newOurs on go-redis clients the caller made (with hooks, say); they are
+// closed with the client, also when New fails.
+func newOursOn(cs []*redis.Client, opts ...redlock.Option) (*ours, error) {
 	u := make([]redis.UniversalClient, len(cs))
 	for i, c := range cs {
 		u[i] = c
@@ -132,6 +137,19 @@ func (r *rsync) wait(ctx context.Context, key string) (any, error) {
 			return nil, err
 		}
 	}
+}
+
+// rsyncLock is rsync whose single attempt is one LockContext call (redsync's own acquire,
+// with its 32 tries), for the load scenarios, where ours makes one TryAcquire: on fresh keys
+// both take the lock at their first attempt unless a quorum of nodes fails to answer.
+type rsyncLock struct{ *rsync }
+
+func (r rsyncLock) try(ctx context.Context, key string) (any, error) {
+	m := r.rs.NewMutex(key, r.opts...)
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 var errNotReleased = errors.New("unlock: no quorum")

@@ -1,6 +1,6 @@
 // Package harness measures github.com/quorumlock/redlock side by side with
 // github.com/go-redsync/redsync/v4 on real redis-server processes on loopback, scenario by
-// scenario (issue 6: a–h), interleaving the two libraries in short slices so that the noise
+// scenario (issue 6: a–h; issue 10, load: p, burst, held, ramp, f0, hung), interleaving the two libraries in short slices so that the noise
 // of a shared machine falls on both alike, and prints markdown tables with the ratios the
 // targets name.
 package harness
@@ -23,7 +23,10 @@ import (
 
 // Scenarios lists every scenario in the order they run: the healthy ones first, the
 // fault scenarios last, so that nothing a fault leaves behind can disturb a healthy figure.
-var Scenarios = []string{"a", "e", "g", "h", "f", "b", "c", "d"}
+var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "p", "burst", "held", "ramp", "b", "c", "d", "hung"}
+
+// LoadScenarios are the scenarios of issue 10 (load), a subset of Scenarios.
+var LoadScenarios = []string{"f0", "p", "burst", "held", "ramp", "hung"}
 
 // Config sets what runs and for how long. Durations are per contender.
 type Config struct {
@@ -45,13 +48,30 @@ type Config struct {
 
 	HNodes []int // h: cluster sizes
 
+	F0Dur time.Duration // f0: measurement per contender (f with hold 0 and think 0)
+
+	PSizes []int         // p: numbers of goroutines
+	PDur   time.Duration // p: measurement per contender and P
+
+	BurstSizes []int // burst: numbers of concurrent Acquire
+
+	HeldSizes []int         // held: numbers of locks held at once
+	HeldHold  time.Duration // held: how long every lock is held
+
+	RampFrom, RampTo int           // ramp: first and last number of goroutines (doubling)
+	RampStep         time.Duration // ramp: length of one step
+	RampRedsync      bool          // ramp: redsync too, after ours
+
+	HungDur time.Duration // hung: measurement per contender and phase
+
 	DebugGoroutines bool // log what the goroutines left after each first window are doing
 
 	Out io.Writer // the markdown report
 	Log io.Writer // progress lines; nil for none
 }
 
-// Defaults returns the configuration of a full run (about five minutes).
+// Defaults returns the configuration of a full run (about five minutes for the scenarios
+// of issue 6, about four more for those of issue 10).
 func Defaults() Config {
 	return Config{
 		Dur:       6 * time.Second,
@@ -67,8 +87,20 @@ func Defaults() Config {
 		Hold:      2 * time.Millisecond,
 		Think:     2 * time.Millisecond,
 		HNodes:    []int{1, 3, 5, 7, 9},
-		Out:       os.Stdout,
-		Log:       os.Stderr,
+
+		F0Dur:       4 * time.Second,
+		PSizes:      []int{16, 64, 256, 1024},
+		PDur:        2 * time.Second,
+		BurstSizes:  []int{1000, 4000, 10000},
+		HeldSizes:   []int{1000, 10000},
+		HeldHold:    30 * time.Second,
+		RampFrom:    16,
+		RampTo:      8192,
+		RampStep:    2 * time.Second,
+		RampRedsync: true,
+		HungDur:     3 * time.Second,
+		Out:         os.Stdout,
+		Log:         os.Stderr,
 	}
 }
 
@@ -136,10 +168,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{[]string{"a", "e"}, r.scenarioAE},
 		{[]string{"g"}, r.scenarioG},
 		{[]string{"h"}, r.scenarioH},
-		{[]string{"f"}, r.scenarioF},
+		{[]string{"f"}, func(ctx context.Context) error { return r.scenarioF(ctx, "f") }},
+		{[]string{"f0"}, func(ctx context.Context) error { return r.scenarioF(ctx, "f0") }},
+		{[]string{"p"}, r.scenarioP},
+		{[]string{"burst"}, r.scenarioBurst},
+		{[]string{"held"}, r.scenarioHeld},
+		{[]string{"ramp"}, r.scenarioRamp},
 		{[]string{"b"}, func(ctx context.Context) error { return r.scenarioFault(ctx, "b") }},
 		{[]string{"c"}, func(ctx context.Context) error { return r.scenarioFault(ctx, "c") }},
 		{[]string{"d"}, func(ctx context.Context) error { return r.scenarioFault(ctx, "d") }},
+		{[]string{"hung"}, r.scenarioHung},
 	}
 	for _, s := range steps {
 		if !slices.ContainsFunc(s.ids, r.want) {
@@ -178,8 +216,13 @@ func (r *runner) header(n int) {
 	fmt.Fprintf(w, "- both libraries: one go-redis client per node per contender, `redis.Options{Addr: …}` and nothing else; lock TTL 8 s (redsync's default expiry)\n")
 	fmt.Fprintf(w, "- ours: `redlock.New(clients)` with default options (node timeout 100 ms); fencing tokens on (the default; the targets are measured so); rows marked WithoutFencing price the feature: plain SET NX PX, no token\n")
 	fmt.Fprintf(w, "- redsync: `redsync.New(pools...)` and `NewMutex(key)` with default options (expiry 8 s, 32 tries, retry delay drawn from [50, 250) ms, timeout factor 0.05), and the same plus `WithFailFast(true)`\n")
-	fmt.Fprintf(w, "- durations per contender: a/e %s, b/c/d first window %s + steady %s (goroutine drain cap %s), f %s, h %s; slices of %s, interleaved in rotating order\n\n",
+	fmt.Fprintf(w, "- durations per contender: a/e %s, b/c/d first window %s + steady %s (goroutine drain cap %s), f %s, h %s; slices of %s, interleaved in rotating order\n",
 		r.cfg.Dur, r.cfg.First, r.cfg.FaultDur, r.cfg.Settle, r.cfg.FDur, r.cfg.HDur, r.cfg.Slice)
+	if slices.ContainsFunc(LoadScenarios, r.want) {
+		fmt.Fprintf(w, "- load (issue 10): f0 %s per contender; p P = %v, %s per contender and P; burst B = %v; held H = %v for %s; ramp %d → %d goroutines, steps of %s; hung %s per contender and phase\n",
+			r.cfg.F0Dur, r.cfg.PSizes, r.cfg.PDur, r.cfg.BurstSizes, r.cfg.HeldSizes, r.cfg.HeldHold, r.cfg.RampFrom, r.cfg.RampTo, r.cfg.RampStep, r.cfg.HungDur)
+	}
+	fmt.Fprintln(w)
 }
 
 // summary writes every target of the run.
@@ -237,7 +280,7 @@ func depVersions() string {
 	var parts []string
 	for _, d := range bi.Deps {
 		switch d.Path {
-		case "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9":
+		case "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9", "github.com/redis/rueidis":
 			parts = append(parts, d.Path+" "+d.Version)
 		}
 	}

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -70,6 +71,14 @@ func (c *contender) warm(ctx context.Context) {
 // its slices add up to budget; a slow contender whose single cycle outlasts a slice simply
 // gets fewer slices. It returns one stats per contender, in the order of cts.
 func interleave(ctx context.Context, cts []*contender, budget, slice time.Duration, maxOps int) []*stats {
+	return interleaveWith(ctx, cts, budget, slice, func(c *contender, st *stats, d time.Duration) {
+		c.runSlice(ctx, st, d, maxOps)
+	})
+}
+
+// interleaveWith is interleave with another slice: run measures one slice of c, at most d
+// long, into st (adding its wall time to st.elapsed).
+func interleaveWith(ctx context.Context, cts []*contender, budget, slice time.Duration, run func(c *contender, st *stats, d time.Duration)) []*stats {
 	sts := make([]*stats, len(cts))
 	for i := range sts {
 		sts[i] = &stats{}
@@ -83,13 +92,62 @@ func interleave(ctx context.Context, cts []*contender, budget, slice time.Durati
 				continue
 			}
 			ran = true
-			cts[k].runSlice(ctx, sts[k], min(slice, left), maxOps)
+			run(cts[k], sts[k], min(slice, left))
 		}
 		if !ran {
 			break
 		}
 	}
 	return sts
+}
+
+// runParallel runs one slice of p goroutines, each making TryAcquire+Release cycles (the
+// implementation's try) on keys of its own, a fresh key every cycle, until d has passed or
+// ctx ended, and adds what they saw to st. A cycle that has started always finishes.
+func (c *contender) runParallel(ctx context.Context, st *stats, d time.Duration, p int) {
+	c.seq++
+	slice := c.prefix + strconv.Itoa(c.seq) + ":"
+	start := time.Now()
+	deadline := start.Add(d)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	ops0 := st.ops
+	for g := range p {
+		wg.Go(func() {
+			pre := slice + strconv.Itoa(g) + ":"
+			var local stats
+			for i := 0; ctx.Err() == nil; i++ {
+				t0 := time.Now()
+				if !t0.Before(deadline) {
+					break
+				}
+				h, err := c.impl.try(ctx, pre+strconv.Itoa(i))
+				t1 := time.Now()
+				if err != nil {
+					local.acqFail++
+					local.lastErr = err
+					continue
+				}
+				local.acq.add(t1.Sub(t0))
+				err = c.impl.release(ctx, h)
+				local.rel.add(time.Since(t1))
+				if err != nil {
+					local.relFail++
+					local.lastErr = err
+					continue
+				}
+				local.ops++
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			st.merge(&local)
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	st.elapsed += took
+	st.slices++
+	st.rates = append(st.rates, float64(st.ops-ops0)/took.Seconds())
 }
 
 // quiesce waits until the goroutine count (without the fault proxies') has stopped moving

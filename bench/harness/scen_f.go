@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -14,8 +15,9 @@ import (
 type fStats struct {
 	perG     []int // acquisitions per goroutine, over all slices
 	waits    series
-	censored int // waits still open when a slice ended (not in waits)
-	acqErr   int // Acquire / LockContext errors other than the slice's end
+	censored int    // waits still open when a slice ended (not in waits)
+	open     series // how long each censored wait had lasted when its slice ended
+	acqErr   int    // Acquire / LockContext errors other than the slice's end
 	relFail  int
 	elapsed  time.Duration
 	lastErr  error
@@ -29,22 +31,33 @@ func (s *fStats) total() int {
 	return n
 }
 
-// runContended runs one slice of scenario f: cfg.Waiters goroutines loop on one key, each
-// wanting the lock, acquiring it with the implementation's retrying acquire, holding it
-// cfg.Hold, releasing it and pausing cfg.Think. The wait is the time from wanting the lock
-// to having it. When the slice ends, the acquires still waiting are cancelled through
-// their context and counted as censored.
-func (r *runner) runContended(ctx context.Context, c *contender, st *fStats, d time.Duration) {
+// contention is the load of one contended run: workers goroutines on keys keys (one key
+// named "shared", or a key drawn at random from keys each time), each holding the lock hold
+// and pausing think after a release.
+type contention struct {
+	workers, keys int
+	hold, think   time.Duration
+}
+
+// runContended runs one slice of a contended scenario (f, f0, hung): the workers loop,
+// each wanting the lock, acquiring it with the implementation's retrying acquire, holding it,
+// releasing it and pausing. The wait is the time from wanting the lock to having it. When
+// the slice ends, the acquires still waiting are cancelled through their context and counted
+// as censored.
+func (r *runner) runContended(ctx context.Context, c *contender, st *fStats, d time.Duration, ld contention) {
 	start := time.Now()
 	deadline := start.Add(d)
 	sctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	key := c.prefix + "shared"
+	keys := []string{c.prefix + "shared"}
+	if ld.keys > 1 {
+		keys = keyRing(c.prefix+"k", ld.keys)
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for g := range r.cfg.Waiters {
+	for g := range ld.workers {
 		wg.Go(func() {
-			var waits []time.Duration
+			var waits, open []time.Duration
 			n, censored, acqErr, relFail := 0, 0, 0, 0
 			var lastErr error
 			for i := 0; i < r.cfg.MaxOps; i++ {
@@ -52,10 +65,11 @@ func (r *runner) runContended(ctx context.Context, c *contender, st *fStats, d t
 				if !want.Before(deadline) {
 					break
 				}
-				h, err := c.impl.wait(sctx, key)
+				h, err := c.impl.wait(sctx, keys[rand.IntN(len(keys))])
 				if err != nil {
 					if sctx.Err() != nil {
 						censored++
+						open = append(open, time.Since(want))
 						break
 					}
 					acqErr++
@@ -64,19 +78,22 @@ func (r *runner) runContended(ctx context.Context, c *contender, st *fStats, d t
 				}
 				waits = append(waits, time.Since(want))
 				n++
-				sleep(ctx, r.cfg.Hold)
+				sleep(ctx, ld.hold)
 				// The release must go out even when the slice has just ended.
 				if err := c.impl.release(ctx, h); err != nil {
 					relFail++
 					lastErr = err
 				}
-				sleep(ctx, r.cfg.Think)
+				sleep(ctx, ld.think)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			st.perG[g] += n
 			for _, w := range waits {
 				st.waits.add(w)
+			}
+			for _, w := range open {
+				st.open.add(w)
 			}
 			st.censored += censored
 			st.acqErr += acqErr
@@ -90,10 +107,16 @@ func (r *runner) runContended(ctx context.Context, c *contender, st *fStats, d t
 	st.elapsed += time.Since(start)
 }
 
-// scenarioF measures contention: several goroutines on one key.
-func (r *runner) scenarioF(ctx context.Context) error {
+// scenarioF measures contention: several goroutines on one key. id is "f", with the
+// configured hold and think, or "f0", the same with neither.
+func (r *runner) scenarioF(ctx context.Context, id string) error {
+	dur, hold, think := r.cfg.FDur, r.cfg.Hold, r.cfg.Think
+	if id == "f0" {
+		dur, hold, think = r.cfg.F0Dur, 0, 0
+	}
+	ld := contention{workers: r.cfg.Waiters, keys: 1, hold: hold, think: think}
 	addrs := r.addrs[:5]
-	cts, err := libSet(addrs, "f", "")
+	cts, err := libSet(addrs, id, "")
 	if err != nil {
 		return err
 	}
@@ -103,7 +126,7 @@ func (r *runner) scenarioF(ctx context.Context) error {
 		return err
 	}
 	cts[0].name = "ours, retry delay 50 ms (default)"
-	cts = append(cts[:1], append([]*contender{{name: "ours, retry delay 150 ms", lib: "ours", impl: o150, prefix: "f:ours150:"}}, cts[1:]...)...)
+	cts = append(cts[:1], append([]*contender{{name: "ours, retry delay 150 ms", lib: "ours", impl: o150, prefix: id + ":ours150:"}}, cts[1:]...)...)
 	defer closeAll(cts)
 	for _, c := range cts {
 		c.warm(ctx)
@@ -114,17 +137,17 @@ func (r *runner) scenarioF(ctx context.Context) error {
 	}
 	// Slices of at least a second: a slice's end cuts the waits in progress short.
 	slice := max(r.cfg.Slice, time.Second)
-	r.logf("f: %d contenders × %s, %d goroutines on one key, interleaved", len(cts), r.cfg.FDur, r.cfg.Waiters)
+	r.logf("%s: %d contenders × %s, %d goroutines on one key, interleaved", id, len(cts), dur, r.cfg.Waiters)
 	for round := 0; ctx.Err() == nil; round++ {
 		ran := false
 		for j := range cts {
 			k := (j + round) % len(cts)
-			left := r.cfg.FDur - sts[k].elapsed
+			left := dur - sts[k].elapsed
 			if left <= 0 {
 				continue
 			}
 			ran = true
-			r.runContended(ctx, cts[k], sts[k], min(slice, left))
+			r.runContended(ctx, cts[k], sts[k], min(slice, left), ld)
 		}
 		if !ran {
 			break
@@ -132,12 +155,17 @@ func (r *runner) scenarioF(ctx context.Context) error {
 	}
 
 	w := r.out
-	fmt.Fprintf(w, "## f: contended, %d goroutines on one key, 5 healthy nodes\n\n", r.cfg.Waiters)
+	if id == "f0" {
+		fmt.Fprintf(w, "## f0: contended with hold 0 and think 0, %d goroutines on one key, 5 healthy nodes\n\n", r.cfg.Waiters)
+		fmt.Fprintf(w, "Scenario f with no hold and no pause: a winner releases at once and wants the lock again at once, %s per contender. ", dur)
+	} else {
+		fmt.Fprintf(w, "## f: contended, %d goroutines on one key, 5 healthy nodes\n\n", r.cfg.Waiters)
+	}
 	fmt.Fprintf(w, "Each goroutine wants the lock, acquires it (ours: `Acquire`; redsync: `LockContext`, started again if its 32 tries run out), "+
 		"holds it %s, releases it, pauses %s and wants it again. Wait = from wanting the lock to having it. "+
 		"Retry settings: ours waits a pause drawn uniformly from [d/2, 3d/2) between attempts (d = 50 ms by default, so 25–75 ms; "+
 		"the 150 ms row matches redsync's mean); redsync draws from [50, 250) ms. Slices of %s; waits still open when a slice ends are censored (not in the percentiles).\n\n",
-		r.cfg.Hold, r.cfg.Think, slice)
+		hold, think, slice)
 	rs := sts[2]
 	rows := make([][]string, len(cts))
 	var ns []string
@@ -168,10 +196,10 @@ func (r *runner) scenarioF(ctx context.Context) error {
 			label = "ours 150 ms"
 		}
 		ts = append(ts,
-			atLeast("f", label+": acquisitions/s vs redsync default",
+			atLeast(id, label+": acquisitions/s vs redsync default",
 				(float64(st.total())/st.elapsed.Seconds())/(float64(rs.total())/rs.elapsed.Seconds()), 1),
-			atMost("f", label+": wait p99 vs redsync default", durRatio(st.waits.pct(99), rs.waits.pct(99)), 0.5),
-			Target{Scenario: "f", Name: label + ": Jain fairness", Want: "≥ 0.95", Got: fmt.Sprintf("%.3f", jain(st.perG)), Pass: jain(st.perG) >= 0.95},
+			atMost(id, label+": wait p99 vs redsync default", durRatio(st.waits.pct(99), rs.waits.pct(99)), 0.5),
+			Target{Scenario: id, Name: label + ": Jain fairness", Want: "≥ 0.95", Got: fmt.Sprintf("%.3f", jain(st.perG)), Pass: jain(st.perG) >= 0.95},
 		)
 	}
 	targetTable(w, ts)

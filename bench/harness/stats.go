@@ -55,6 +55,23 @@ type stats struct {
 	grMax    int       // most goroutines (without the proxies') left at the end of a slice, relative to its start
 }
 
+// merge adds the counts and samples of o (one goroutine's share of a slice) to s; the
+// slice's wall time and rate are the caller's to add.
+func (s *stats) merge(o *stats) {
+	s.ops += o.ops
+	s.acqFail += o.acqFail
+	s.relFail += o.relFail
+	for _, d := range o.acq.d {
+		s.acq.add(d)
+	}
+	for _, d := range o.rel.d {
+		s.rel.add(d)
+	}
+	if o.lastErr != nil {
+		s.lastErr = o.lastErr
+	}
+}
+
 func (s *stats) opsPerSec() float64 {
 	if s.elapsed <= 0 {
 		return 0

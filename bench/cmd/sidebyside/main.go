@@ -1,6 +1,7 @@
 // Command sidebyside measures github.com/quorumlock/redlock against
 // github.com/go-redsync/redsync/v4 on redis-server processes it starts on loopback, and
-// prints markdown tables (issue 6, scenarios a–h). Usage: see bench/run.sh, or -h.
+// prints markdown tables (issue 6, scenarios a–h; issue 10, load scenarios p, burst, held,
+// ramp, f0 and hung). Usage: see bench/run.sh, or -h.
 package main
 
 import (
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +23,7 @@ import (
 func main() {
 	testing.Init() // registers -test.benchtime, which scenario g sets for testing.Benchmark
 	cfg := harness.Defaults()
-	scen := flag.String("scenarios", strings.Join(harness.Scenarios, ","), "comma-separated scenarios to run (a,b,c,d,e,f,g,h)")
+	scen := flag.String("scenarios", strings.Join(harness.Scenarios, ","), "comma-separated scenarios to run ("+strings.Join(harness.Scenarios, ",")+")")
 	flag.DurationVar(&cfg.Dur, "dur", cfg.Dur, "a/e: measurement per contender")
 	flag.DurationVar(&cfg.FaultDur, "fault-dur", cfg.FaultDur, "b/c/d: steady-state measurement per contender")
 	flag.DurationVar(&cfg.First, "first", cfg.First, "b/c/d: window measured right after the fault starts")
@@ -34,6 +36,17 @@ func main() {
 	flag.DurationVar(&cfg.Hold, "f-hold", cfg.Hold, "f: how long a winner holds the lock")
 	flag.DurationVar(&cfg.Think, "f-think", cfg.Think, "f: pause after a release before wanting the lock again")
 	flag.IntVar(&cfg.MaxOps, "max-ops", cfg.MaxOps, "cap on cycles per slice")
+	flag.DurationVar(&cfg.F0Dur, "f0-dur", cfg.F0Dur, "f0: measurement per contender (f with hold 0, think 0)")
+	flag.Var((*intList)(&cfg.PSizes), "p-sizes", "p: comma-separated numbers of goroutines")
+	flag.DurationVar(&cfg.PDur, "p-dur", cfg.PDur, "p: measurement per contender and P")
+	flag.Var((*intList)(&cfg.BurstSizes), "burst-sizes", "burst: comma-separated numbers of concurrent Acquire (the target is on the largest)")
+	flag.Var((*intList)(&cfg.HeldSizes), "held-sizes", "held: comma-separated numbers of locks held at once with Client.Do")
+	flag.DurationVar(&cfg.HeldHold, "held-hold", cfg.HeldHold, "held: how long every lock is held (TTL 3 s)")
+	flag.IntVar(&cfg.RampFrom, "ramp-from", cfg.RampFrom, "ramp: goroutines at the first step")
+	flag.IntVar(&cfg.RampTo, "ramp-to", cfg.RampTo, "ramp: most goroutines (doubling from -ramp-from)")
+	flag.DurationVar(&cfg.RampStep, "ramp-step", cfg.RampStep, "ramp: length of one step")
+	flag.BoolVar(&cfg.RampRedsync, "ramp-redsync", cfg.RampRedsync, "ramp: ramp redsync too, after ours")
+	flag.DurationVar(&cfg.HungDur, "hung-dur", cfg.HungDur, "hung: measurement per contender and phase (healthy, node SIGSTOPped)")
 	timeout := flag.Duration("timeout", 15*time.Minute, "hard limit for the whole run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")
@@ -76,4 +89,31 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sidebyside:", err)
 		os.Exit(1)
 	}
+}
+
+// intList is a flag of comma-separated positive integers.
+type intList []int
+
+func (l *intList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, n := range *l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *intList) Set(v string) error {
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("%q is not a positive integer", f)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
 }
