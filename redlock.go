@@ -114,8 +114,11 @@ func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, string,
 // TryAcquire makes one attempt to acquire the lock named key for ttl. It sends the acquire
 // script to every node in parallel and returns as soon as the outcome is known: a quorum
 // agreed on a fencing token with positive validity time left, or a quorum became
-// impossible. It never waits for a node longer than the node timeout, even when that
-// node's go-redis client ignores context deadlines.
+// impossible. It never waits for a node's answer longer than the node timeout counted from
+// the write ([WithNodeTimeout]), even when that node's go-redis client ignores context
+// deadlines; under load a call may first wait in the node's queue, which the validity time
+// bounds. TryAcquire does not queue behind this client's Acquire calls waiting for the same
+// key (see [Client.Acquire]). Safe for concurrent use.
 //
 // ttl is truncated to whole milliseconds and must leave positive validity after the clock
 // drift allowance ([Drift]), at most [MaxTTL]. The lock's validity deadline is
@@ -126,8 +129,8 @@ func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, string,
 // an unusable '}', or a bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
 // elsewhere, too many nodes failed, or the validity ran out; when ctx ends, an error matching
 // both ErrNotAcquired and ctx.Err(). On any failure the acquire is undone on every node,
-// including those that have not answered yet, with a context that ctx's cancellation does
-// not reach, so no key is left behind.
+// including those that have not answered yet (calls not yet written are dropped instead),
+// and ctx's cancellation does not reach the undo, so no key is left behind.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	ttl, fence, err := c.lockArgs(key, ttl)
 	if err != nil {
