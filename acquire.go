@@ -110,14 +110,16 @@ func (a *attempt) lock(token int64) *Lock {
 	if a.c.cfg.noFencing {
 		token = 0 // every node reported 1: there is no token
 	}
-	return &Lock{c: a.c, key: a.key, fence: a.fence, id: a.id, ttl: a.ttl, token: Token(token),
+	l := &Lock{c: a.c, key: a.key, fence: a.fence, id: a.id, ttl: a.ttl, token: Token(token),
 		until: a.validityEnd, acq: a.acq}
+	a.c.remember(l)
+	return l
 }
 
 // sendRaise sends raise.lua to node i, after its acquire call there (which has answered).
 func (a *attempt) sendRaise(i int) {
 	t := a.tally
-	a.c.cfg.logger.Debug("redlock: raising fence counter", "key", a.key, "node", i,
+	a.c.cfg.logger.Debug("redlock: raising fence counter", "key", quoteKey(a.key), "node", i,
 		"from", t.counter[i], "to", t.target)
 	cmd := newScriptCall(raiseScript, []string{a.key, a.fence}, a.id, t.target, a.c.counterIdleMillis(a.ttl))
 	a.c.sendTo(i, cmd.newCall(tagRaise, a))
@@ -245,7 +247,7 @@ type undoLog struct {
 func (u *undoLog) deliver(ev event) {
 	if ev.final() && ev.err != nil {
 		u.c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
-			"key", u.key, "node", ev.node, "err", ev.err)
+			"key", quoteKey(u.key), "node", ev.node, "err", ev.err)
 	}
 }
 

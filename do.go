@@ -33,6 +33,9 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if fn == nil {
 		return invalidf("fn is nil")
 	}
+	if ctx == nil {
+		return invalidf("context is nil")
+	}
 	// Hold the client for the whole run, so that Close waits for the renewer too.
 	if err := c.begin(); err != nil {
 		return err
@@ -51,9 +54,9 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		cancel(context.Canceled)
 		// Release even a lost lock: compare-and-delete removes whatever keys are still ours.
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout+time.Second)
-		if rerr := l.Release(rctx); rerr != nil && lostErr == nil {
+		if rerr := l.Release(rctx); rerr != nil && lostErr == nil && !errors.Is(rerr, ErrReleased) {
 			c.cfg.logger.Warn("redlock: release after Do failed; the keys expire with their TTL",
-				"key", key, "err", rerr)
+				"key", quoteKey(key), "err", rerr)
 		}
 		rcancel()
 		if p != nil {
@@ -67,7 +70,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 }
 
 func (c *Client) lose(l *Lock, cancel context.CancelCauseFunc, err error) error {
-	c.cfg.logger.Warn("redlock: lock lost while running", "key", l.key, "err", err)
+	c.cfg.logger.Warn("redlock: lock lost while running", "key", quoteKey(l.key), "err", err)
 	cancel(err)
 	return err
 }

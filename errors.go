@@ -116,7 +116,7 @@ type QuorumError struct {
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v: %s %q: %d of %d nodes agreed, quorum is %d",
-		e.sentinel, e.Op, e.Key, e.Agreed, e.Total, e.Quorum)
+		e.sentinel, e.Op, quoteKey(e.Key), e.Agreed, e.Total, e.Quorum)
 	if e.Cause != nil {
 		fmt.Fprintf(&b, ": %v", e.Cause)
 	}
@@ -156,6 +156,15 @@ func (e *QuorumError) Unwrap() []error {
 	}
 	return errs
 }
+
+// ErrReleased means the Lock was released already: by an earlier or concurrent
+// [Lock.Release], or by [Client.Close]. errors.Is(err, ErrNotHeld) holds for it too.
+var ErrReleased error = releasedError{}
+
+type releasedError struct{}
+
+func (releasedError) Error() string          { return "redlock: lock already released" }
+func (releasedError) Is(target error) bool { return target == ErrNotHeld }
 
 // ErrClosed is returned by calls made after [Client.Close].
 var ErrClosed = errors.New("redlock: client closed")

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -23,39 +22,9 @@ func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
 // FencePrefix starts the name of every fence counter key. Lock keys may not start with it.
 const FencePrefix = "redlock:fence:"
 
-// hashTag returns the part of key that Redis Cluster hashes to find its slot: the text
-// between the first '{' and the first '}' after it, when that text is not empty.
-func hashTag(key string) (string, bool) {
-	open := strings.IndexByte(key, '{')
-	if open < 0 {
-		return "", false
-	}
-	end := strings.IndexByte(key[open+1:], '}')
-	if end <= 0 {
-		return "", false
-	}
-	return key[open+1 : open+1+end], true
-}
-
-// fenceKey returns the name of the counter key of a lock key, in the same cluster hash
-// slot: FencePrefix + key when the key has a hash tag (the prefix has no braces, so the tag
-// stays the first one), else FencePrefix + "{" + key + "}", whose tag is the whole key.
-// A key that has no hash tag but contains '}' cannot be wrapped that way and is rejected.
-func fenceKey(key string) (string, error) {
-	if key == "" {
-		return "", invalidf("key is empty")
-	}
-	if strings.HasPrefix(key, FencePrefix) {
-		return "", invalidf("key %q starts with the reserved prefix %q", key, FencePrefix)
-	}
-	if _, ok := hashTag(key); ok {
-		return FencePrefix + key, nil
-	}
-	if strings.IndexByte(key, '}') >= 0 {
-		return "", invalidf("key %q contains '}' but no hash tag, so its fence counter cannot share its cluster slot; put a hash tag such as {name} in the key", key)
-	}
-	return FencePrefix + "{" + key + "}", nil
-}
+// fenceKey returns the name of the fence counter of a lock key, in the key's cluster slot
+// (slotKey). Lock keys may not start with FencePrefix.
+func fenceKey(key string) (string, error) { return slotKey(FencePrefix, key, FencePrefix) }
 
 // counterSeed is the value a missing fence counter starts from: the client's clock in
 // microseconds. Every node of one acquire gets the same seed, so a brand-new key still takes

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"strings"
 	"errors"
 	"testing"
 	"time"
@@ -37,8 +38,10 @@ func TestFenceKey(t *testing.T) {
 		{"a{b", "redlock:fence:{a{b}", false},
 		{"", "", true},
 		{"redlock:fence:x", "", true},
-		{"a}b", "", true},
-		{"a{}b", "", true},
+		{"a}b", "redlock:fence:redlock:fence:{" + slotTag(redisSlot("a}b")) + "}a}b", false},
+		{"a{}b", "redlock:fence:redlock:fence:{" + slotTag(redisSlot("a{}b")) + "}a{}b", false},
+		{strings.Repeat("k", MaxKeyLen), "redlock:fence:{" + strings.Repeat("k", MaxKeyLen) + "}", false},
+		{strings.Repeat("k", MaxKeyLen+1), "", true},
 	} {
 		got, err := fenceKey(tc.key)
 		if tc.wantErr {
@@ -50,13 +53,9 @@ func TestFenceKey(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("fenceKey(%q) = %q, %v; want %q", tc.key, got, err, tc.want)
 		}
-		// The counter must hash like the lock key: same tag, or the tag is the whole key.
-		keyTag, ok := hashTag(tc.key)
-		if !ok {
-			keyTag = tc.key
-		}
-		if fenceTag, _ := hashTag(got); fenceTag != keyTag {
-			t.Errorf("fenceKey(%q) = %q hashes on %q, the key on %q", tc.key, got, fenceTag, keyTag)
+		// The counter must be in the lock key's cluster slot.
+		if redisSlot(got) != redisSlot(tc.key) {
+			t.Errorf("fenceKey(%q) = %q in slot %d, the key in %d", tc.key, got, redisSlot(got), redisSlot(tc.key))
 		}
 	}
 }

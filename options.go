@@ -209,7 +209,7 @@ func WithCounterIdleTTL(d time.Duration) Option {
 // is another holder's or ours (a SET that go-redis resent after losing the reply), the undo
 // of a failed acquire also releases the nodes that answered "present"; the release deletes
 // only a key that holds our id. Keys follow the same rules as with fencing (no
-// [FencePrefix], a '}' only inside a hash tag), so that fenced and unfenced clients can
+// [FencePrefix], at most [MaxKeyLen] bytes), so that fenced and unfenced clients can
 // share them.
 //
 // What is lost is the protection of the data: a holder that pauses or is partitioned past

@@ -68,7 +68,7 @@ func (o *quorumOp) deliver(ev event) {
 	switch {
 	case ev.err != nil:
 		o.nodeErrs[i] = o.c.nodeErr(i, ev.err)
-		o.c.cfg.logger.Debug("redlock: node failed", "op", o.op, "key", o.key, "node", i, "err", ev.err)
+		o.c.cfg.logger.Debug("redlock: node failed", "op", o.op, "key", quoteKey(o.key), "node", i, "err", ev.err)
 		o.refused++
 	case ev.val == 1:
 		o.agreed++

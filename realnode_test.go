@@ -229,9 +229,10 @@ func TestRealFenceKeySlot(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: []string{"--cluster-enabled", "yes"}})
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 10*time.Second)
-	keys := []string{"orders:42", "{user1}:lock", "a{b", "a{b}c{d}", "}a{b}", "{{x}}", "payout:é:日本", ""}
+	keys := []string{"orders:42", "{user1}:lock", "a{b", "a{b}c{d}", "}a{b}", "{{x}}", "payout:é:日本", "",
+		"a}b", "{}x", "}{", "}", "{}", "x}{}y", "{}{a}"}
 	for i := range 200 {
-		keys = append(keys, fmt.Sprintf("k%d:%x", i, i*7919))
+		keys = append(keys, fmt.Sprintf("k%d:%x", i, i*7919), fmt.Sprintf("k}%d{", i))
 	}
 	for _, key := range keys {
 		if key == "" {
@@ -241,16 +242,22 @@ func TestRealFenceKeySlot(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", key, err)
 		}
+		token, err := highestKey(key)
+		if err != nil {
+			t.Fatalf("%q: %v", key, err)
+		}
 		a, err := rc.ClusterKeySlot(ctx, key).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := rc.ClusterKeySlot(ctx, fence).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if a != b {
-			t.Fatalf("key %q in slot %d, its counter %q in slot %d", key, a, fence, b)
+		for _, derived := range []string{fence, token} {
+			b, err := rc.ClusterKeySlot(ctx, derived).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a != b || int64(keySlot(key)) != a {
+				t.Fatalf("key %q in slot %d (ours %d), its key %q in slot %d", key, a, keySlot(key), derived, b)
+			}
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -69,7 +68,7 @@ func NewRedisFence(client redis.UniversalClient) *RedisFence {
 //   - a *StaleTokenError (errors.Is(err, ErrStaleToken)) with Highest set when a higher token
 //     was admitted before: nothing was written, and the caller must stop working under its lock;
 //   - an error matching ErrInvalidArgument, with nothing sent, for a nil client, an empty key, a
-//     key that starts with [HighestTokenPrefix] or [FencePrefix], a key with '}' but no hash tag,
+//     key that starts with [HighestTokenPrefix] or [FencePrefix], a key longer than [MaxKeyLen],
 //     or a zero token;
 //   - a go-redis or network error (wrapping ctx.Err() when ctx ended): the write may or may not
 //     have been applied. Repeating Set with the same token and value is harmless; read the key
@@ -223,21 +222,7 @@ func (f *RedisFence) check(key string) (string, error) {
 // highestKey returns the token key of a data key (see HighestTokenPrefix), built like
 // fenceKey builds a lock's counter key, so that it shares the data key's cluster hash slot.
 func highestKey(key string) (string, error) {
-	if key == "" {
-		return "", invalidf("key is empty")
-	}
-	for _, p := range []string{HighestTokenPrefix, FencePrefix} {
-		if strings.HasPrefix(key, p) {
-			return "", invalidf("key %q starts with the reserved prefix %q", key, p)
-		}
-	}
-	if _, ok := hashTag(key); ok {
-		return HighestTokenPrefix + key, nil
-	}
-	if strings.IndexByte(key, '}') >= 0 {
-		return "", invalidf("key %q contains '}' but no hash tag, so its token key cannot share its cluster slot; put a hash tag such as {name} in the key", key)
-	}
-	return HighestTokenPrefix + "{" + key + "}", nil
+	return slotKey(HighestTokenPrefix, key, HighestTokenPrefix, FencePrefix)
 }
 
 // parseReplyToken reads a token that a script returned as a bulk string.

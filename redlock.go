@@ -21,8 +21,12 @@ type Client struct {
 	quorum int
 	cfg    config
 
-	mu      sync.RWMutex // guards closed against bg.Add racing with Close's Wait
-	closed  bool
+	mu        sync.RWMutex // guards closed against bg.Add racing with Close's Wait
+	closed    bool
+	closeDone chan struct{} // closed when the first Close has finished
+
+	heldMu sync.Mutex
+	held   map[*Lock]struct{} // locks acquired and not yet released, for Close
 	wait    waitQueues     // this client's Acquire calls waiting for a key, in arrival order
 	renewer renewer        // the renewals of every Do of this client (renew.go)
 	bg      sync.WaitGroup // calls in flight and the background work they started
@@ -56,7 +60,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nodes: ns, quorum: q, cfg: cfg}
+	c := &Client{nodes: ns, quorum: q, cfg: cfg, closeDone: make(chan struct{}), held: map[*Lock]struct{}{}}
 	for i := range c.nodes {
 		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
 	}
@@ -70,18 +74,54 @@ func (c *Client) Quorum() int { return c.quorum }
 // Nodes returns the number of nodes.
 func (c *Client) Nodes() int { return len(c.nodes) }
 
-// Close waits for every call in flight and for the background work they started (undoing
-// failed acquires on slow nodes, replies arriving after an outcome was decided), then makes
-// every later call fail with ErrClosed. It does not close the node clients. Close is
-// idempotent and safe to call concurrently with other calls. A node that hangs delays Close
-// until its go-redis client gives up (its read timeout, 3 s by default).
+// Close shuts the client down: it waits for every call in flight (a running [Client.Do]
+// included) and the background work they started (undoing failed acquires, replies arriving
+// after an outcome was decided), then releases every Lock of this client that is still held,
+// waits for those releases (each bounded as a Release is), and makes every later call fail
+// with ErrClosed. A Release after Close returns an error matching ErrReleased when Close
+// released the lock, ErrClosed when it could not. So the shutdown order is: stop the work
+// that uses the locks, then Close the Client, then close the node clients (Close does not
+// close them). Close is idempotent and safe to call concurrently with other calls; a second
+// Close waits for the first. A node that hangs delays Close until its go-redis client gives
+// up (its read timeout, 3 s by default). Close always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
+	first := !c.closed
 	c.closed = true
 	c.mu.Unlock()
+	if !first {
+		<-c.closeDone
+		return nil
+	}
+	c.bg.Wait()
+	c.heldMu.Lock()
+	left := make([]*Lock, 0, len(c.held))
+	for l := range c.held {
+		left = append(left, l)
+	}
+	c.heldMu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range left {
+		wg.Go(func() { _ = l.release(context.Background(), true) })
+	}
+	wg.Wait()
 	c.bg.Wait()
 	c.senders.Wait()
+	close(c.closeDone)
 	return nil
+}
+
+// remember records a lock this client holds, for Close; forget removes it.
+func (c *Client) remember(l *Lock) {
+	c.heldMu.Lock()
+	c.held[l] = struct{}{}
+	c.heldMu.Unlock()
+}
+
+func (c *Client) forget(l *Lock) {
+	c.heldMu.Lock()
+	delete(c.held, l)
+	c.heldMu.Unlock()
 }
 
 // begin registers a call; end must follow when it returns.
@@ -125,13 +165,16 @@ func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, string,
 // start + ttl − drift, where start is taken before the first command is sent; see
 // [Lock.Until].
 //
-// Errors: ErrInvalidArgument (nothing sent) for an empty key, a key with a reserved prefix or
-// an unusable '}', or a bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
+// Errors: ErrInvalidArgument (nothing sent) for a nil ctx, an empty key, a key longer than
+// [MaxKeyLen] or with the reserved prefix [FencePrefix], or a bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
 // elsewhere, too many nodes failed, or the validity ran out; when ctx ends, an error matching
 // both ErrNotAcquired and ctx.Err(). On any failure the acquire is undone on every node,
 // including those that have not answered yet (calls not yet written are dropped instead),
 // and ctx's cancellation does not reach the undo, so no key is left behind.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if ctx == nil {
+		return nil, invalidf("context is nil")
+	}
 	ttl, fence, err := c.lockArgs(key, ttl)
 	if err != nil {
 		return nil, err
@@ -161,6 +204,9 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // contention), up to 32 d or one second, whichever is larger. A retry limit counts this
 // call's own attempts, not its time in the queue. Safe for concurrent use.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	if ctx == nil {
+		return nil, invalidf("context is nil")
+	}
 	if _, _, err := c.lockArgs(key, ttl); err != nil {
 		return nil, err
 	}
@@ -260,26 +306,46 @@ type Lock struct {
 	token Token
 	acq   []*call // per node: the acquire call; extend and release go out after it
 
-	mu       sync.Mutex
-	until    time.Time
-	released bool
+	mu        sync.Mutex
+	until     time.Time
+	released  bool          // a Release (or Close) succeeded
+	byClose   bool          // that release was Close's
+	releasing chan struct{} // non-nil while a release is in flight; closed when it ends
 }
 
 // Key returns the lock's key.
-func (l *Lock) Key() string { return l.key }
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.key
+}
 
 // ID returns the holder id stored under the key on the nodes: 128 random bits in hex, new
 // for every acquisition. [Status.Holder] shows the same value.
-func (l *Lock) ID() string { return l.id }
+func (l *Lock) ID() string {
+	if l == nil {
+		return ""
+	}
+	return l.id
+}
 
 // Token returns the fencing token of this acquisition. It does not change on Extend. It is
 // 0 when the Client was made [WithoutFencing]; the fenced stores reject 0.
-func (l *Lock) Token() Token { return l.token }
+func (l *Lock) Token() Token {
+	if l == nil {
+		return 0
+	}
+	return l.token
+}
 
 // Until returns the validity deadline: the lock must not be relied on at or after this
 // instant. It carries a monotonic clock reading (when the Client's clock is the system
 // clock), so compare it with time.Now() or time.Until. A successful Extend moves it.
 func (l *Lock) Until() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
@@ -293,15 +359,22 @@ func (l *Lock) Until() time.Time {
 // Errors: ErrInvalidArgument for a bad ttl (nothing sent); a *QuorumError matching
 // ErrNotHeld when a quorum did not confirm in time. After such a failure Until never moves
 // later, and moves earlier when the new TTL was shorter than what was left (some nodes may
-// have applied it); ErrNotHeld after a successful Release; when ctx ends, an error matching
-// ErrNotHeld and ctx.Err().
+// have applied it); ErrReleased (which matches ErrNotHeld) after a successful Release; when
+// ctx ends, an error matching ErrNotHeld and ctx.Err(); ErrInvalidArgument for a nil Lock
+// or context.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return invalidf("extend of a nil *Lock")
+	}
+	if ctx == nil {
+		return invalidf("context is nil")
+	}
 	ttl, err := checkTTL(ttl, l.c.cfg.driftFactor)
 	if err != nil {
 		return err
 	}
 	if l.isReleased() {
-		return fmt.Errorf("%w: extend %q after release", ErrNotHeld, l.key)
+		return fmt.Errorf("%w: extend %q after release", ErrReleased, quoteKey(l.key))
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
@@ -346,32 +419,91 @@ func (l *Lock) extendOutcome(start time.Time, ttl time.Duration) func(error) err
 // Release deletes the lock's key on every node in parallel with a compare-and-delete script
 // that never touches another holder's key. It returns once a quorum has confirmed the
 // delete; nodes still answering finish in the background ([Client.Close] waits for them).
-// After a successful Release, later calls return nil and send nothing.
+// Exactly one Release of a Lock returns nil: the one that released it. Every other call,
+// concurrent or later, sends nothing more and returns an error matching ErrReleased (and
+// ErrNotHeld); a concurrent call first waits for the one in flight, and tries again itself
+// if that one failed.
+//
+// The release is sent even when ctx has already ended (a deferred Release with a request
+// context that was cancelled must not leave the lock for its whole TTL): it then runs on
+// context.WithoutCancel(ctx), waiting at most the node timeout for a quorum, and returns nil
+// if a quorum confirmed in that time, else an error matching ErrNotHeld and ctx.Err().
 //
 // Errors: a *QuorumError matching ErrNotHeld when fewer than a quorum still held our key
-// (it expired, or nodes failed); keys left anywhere then expire with their TTL. If ctx has
-// already ended, nothing is sent and the error wraps ctx.Err(); a deferred Release should use
-// a context that outlives the caller's, e.g. context.WithoutCancel(ctx).
+// (it expired, or nodes failed); keys left anywhere then expire with their TTL. When ctx
+// ends while waiting, the calls still go out, and the error matches ErrNotHeld and
+// ctx.Err(). After [Client.Close]: ErrReleased if Close released the lock, ErrClosed if it
+// could not. ErrInvalidArgument for a nil Lock or context.
 func (l *Lock) Release(ctx context.Context) error {
-	if l.isReleased() {
-		return nil
+	if l == nil {
+		return invalidf("release of a nil *Lock")
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redlock: release %q not sent: %w", l.key, err)
+	if ctx == nil {
+		return invalidf("context is nil")
 	}
-	if err := l.c.begin(); err != nil {
-		return err
-	}
-	defer l.c.end()
-	rel := newScriptCall(releaseScript, []string{l.key}, l.id)
-	if err := l.c.runQuorumOp(ctx, "release", l.key, l.acq, rel, true, nil); err != nil {
-		return err
-	}
+	return l.release(ctx, false)
+}
+
+// release runs the state machine of Release: one release at a time, success once.
+// byClose is Close releasing what was left: the client is closed, so it does not register.
+func (l *Lock) release(ctx context.Context, byClose bool) error {
 	l.mu.Lock()
-	l.released = true
+	for l.releasing != nil {
+		ch := l.releasing
+		l.mu.Unlock()
+		<-ch // bounded: a release waits at most the node timeout past its ctx
+		l.mu.Lock()
+	}
+	if l.released {
+		by := ""
+		if l.byClose {
+			by = " by Client.Close"
+		}
+		l.mu.Unlock()
+		return fmt.Errorf("%w: release %q: already released%s", ErrReleased, quoteKey(l.key), by)
+	}
+	ch := make(chan struct{})
+	l.releasing = ch
 	l.mu.Unlock()
-	l.c.wait.released(l.key)
-	return nil
+
+	err := l.send(ctx, byClose)
+
+	l.mu.Lock()
+	l.releasing = nil
+	if err == nil {
+		l.released, l.byClose = true, byClose
+	}
+	l.mu.Unlock()
+	close(ch)
+	if err == nil {
+		l.c.forget(l)
+		l.c.wait.released(l.key)
+	}
+	return err
+}
+
+// send sends the release and waits for its outcome.
+func (l *Lock) send(ctx context.Context, byClose bool) error {
+	if !byClose {
+		if err := l.c.begin(); err != nil {
+			return err
+		}
+		defer l.c.end()
+	}
+	waitCtx := ctx
+	if byClose || ctx.Err() != nil {
+		// Sent anyway, on a context that ctx's end does not reach, waited for at most the
+		// node timeout.
+		var cancel context.CancelFunc
+		waitCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.c.cfg.nodeTimeout)
+		defer cancel()
+	}
+	rel := newScriptCall(releaseScript, []string{l.key}, l.id)
+	err := l.c.runQuorumOp(waitCtx, "release", l.key, l.acq, rel, true, nil)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w: %w", err, ctx.Err())
+	}
+	return err
 }
 
 func (l *Lock) isReleased() bool {

@@ -117,7 +117,7 @@ func (r *renewer) loop() {
 			cancelAt := h.l.Until().Add(-h.margin)
 			if !now.Before(cancelAt) {
 				h.lost = fmt.Errorf("%w: %q: no renewal confirmed %v before the validity deadline: %w",
-					ErrLockLost, h.l.key, h.margin, h.lateCause())
+					ErrLockLost, quoteKey(h.l.key), h.margin, h.lateCause())
 				lose = append(lose, h)
 				continue
 			}
@@ -184,7 +184,7 @@ func (r *renewer) extended(h *hold, err error) {
 		h.last = nil
 		h.next = now.Add(h.interval)
 	case r.c.definitelyLost(err):
-		h.lost = fmt.Errorf("%w: %q: %w", ErrLockLost, h.l.key, err)
+		h.lost = fmt.Errorf("%w: %q: %w", ErrLockLost, quoteKey(h.l.key), err)
 		if h.index >= 0 {
 			heap.Remove(&r.holds, h.index)
 		}
@@ -192,7 +192,7 @@ func (r *renewer) extended(h *hold, err error) {
 		r.c.lose(h.l, h.cancel, h.lost)
 		return
 	default:
-		r.c.cfg.logger.Debug("redlock: renewal failed, retrying", "key", h.l.key, "err", err)
+		r.c.cfg.logger.Debug("redlock: renewal failed, retrying", "key", quoteKey(h.l.key), "err", err)
 		h.last = err
 		h.next = now.Add(h.retry)
 	}

@@ -46,12 +46,15 @@ func (s *Status) HeldByQuorum() bool { return s.Holder != "" }
 // error only for an invalid key (ErrInvalidArgument), a closed client (ErrClosed) or a
 // context that has already ended. Safe for concurrent use.
 func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
+	if ctx == nil {
+		return nil, invalidf("context is nil")
+	}
 	fence, err := fenceKey(key)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("redlock: status %q not read: %w", key, err)
+		return nil, fmt.Errorf("redlock: status %q not read: %w", quoteKey(key), err)
 	}
 	if err := c.begin(); err != nil {
 		return nil, err
@@ -76,7 +79,7 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 			got++
 			st.Nodes[ev.node] = c.nodeStatus(ev.node, ev.slice, ev.err)
 		case <-ctx.Done():
-			return nil, fmt.Errorf("redlock: status %q: %w", key, ctx.Err())
+			return nil, fmt.Errorf("redlock: status %q: %w", quoteKey(key), ctx.Err())
 		}
 	}
 	st.summarise(counterSeed(c.cfg.clock.Now()))

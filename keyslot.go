@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Keys, and the keys the library derives from them (fence counters, RedisFence's token
+// keys), which must sit in the same Redis Cluster hash slot as the key they belong to, so
+// that one script can touch both on a node that is a Redis Cluster.
+
+// MaxKeyLen is the longest lock key (or fenced data key) accepted, in bytes. Redis itself
+// takes keys up to 512 MB, but a lock key is a name: every acquire sends it (and its
+// counter's name) to every node, and errors and logs mention it. 8 KiB leaves room for
+// composite names and stops a runaway value at once, with ErrInvalidArgument.
+const MaxKeyLen = 8 << 10
+
+// quoteLimit is how many bytes of a key errors and log lines show.
+const quoteLimit = 64
+
+// quoteKey returns key for errors and logs: whole when short, else its first bytes and its
+// length, so that a huge key never makes a huge message.
+func quoteKey(key string) string {
+	if len(key) <= quoteLimit {
+		return key
+	}
+	return fmt.Sprintf("%s…(%d bytes)", key[:quoteLimit], len(key))
+}
+
+// hashTag returns the part of key that Redis Cluster hashes to find its slot: the text
+// between the first '{' and the first '}' after it, when that text is not empty.
+func hashTag(key string) (string, bool) {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return "", false
+	}
+	end := strings.IndexByte(key[open+1:], '}')
+	if end <= 0 {
+		return "", false
+	}
+	return key[open+1 : open+1+end], true
+}
+
+// slotKey derives the name of a key that belongs to key (prefix + something), in key's
+// cluster slot, the same way for the fence counter and RedisFence's token key:
+//
+//   - key has a hash tag: prefix + key (the prefix has no braces, so key's tag stays first);
+//   - key has no '}': prefix + "{" + key + "}", whose tag is the whole key;
+//   - key has a '}' but no hash tag (such as "a}b", "{}x" or "}{"): wrapping it would end the
+//     tag early, so a short tag with key's own slot is chosen from a table (slotTag), giving
+//     prefix + prefix + "{" + tag + "}" + key. No key may start with prefix, so no key of
+//     the first form can have this name, and key at the end keeps names distinct.
+//
+// Keys that are empty, longer than MaxKeyLen or start with one of the reserved prefixes are
+// refused with ErrInvalidArgument.
+func slotKey(prefix, key string, reserved ...string) (string, error) {
+	if key == "" {
+		return "", invalidf("key is empty")
+	}
+	if len(key) > MaxKeyLen {
+		return "", invalidf("key %q is %d bytes, longer than MaxKeyLen (%d)", quoteKey(key), len(key), MaxKeyLen)
+	}
+	for _, p := range reserved {
+		if strings.HasPrefix(key, p) {
+			return "", invalidf("key %q starts with the reserved prefix %q", quoteKey(key), p)
+		}
+	}
+	if _, ok := hashTag(key); ok {
+		return prefix + key, nil
+	}
+	if strings.IndexByte(key, '}') < 0 {
+		return prefix + "{" + key + "}", nil
+	}
+	return prefix + prefix + "{" + slotTag(keySlot(key)) + "}" + key, nil
+}
+
+// keySlot is Redis Cluster's hash slot of key: CRC16 (XMODEM) of its hash tag, or of the
+// whole key when it has none, modulo 16384 (redis.io, "Redis cluster specification").
+func keySlot(key string) uint16 {
+	if tag, ok := hashTag(key); ok {
+		key = tag
+	}
+	return crc16(key) & 16383
+}
+
+// crc16 is CRC-16/XMODEM (polynomial 0x1021, initial value 0), as Redis Cluster uses.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+var (
+	slotTagsOnce sync.Once
+	slotTags     []string // per slot, a short string without braces that hashes to it
+)
+
+// slotTag returns a short tag whose slot is slot. The table is built on first use: the
+// base-36 numbers 0, 1, 2, … are hashed until every slot has one (about 160 000 of them,
+// a few milliseconds; the longest tag has 4 characters).
+func slotTag(slot uint16) string {
+	slotTagsOnce.Do(func() {
+		tags := make([]string, 16384)
+		for n, left := int64(0), len(tags); left > 0; n++ {
+			s := strconv.FormatInt(n, 36)
+			if i := crc16(s) & 16383; tags[i] == "" {
+				tags[i] = s
+				left--
+			}
+		}
+		slotTags = tags
+	})
+	return slotTags[slot]
+}

@@ -1,0 +1,104 @@
+package redlock
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// redisSlot computes a key's Redis Cluster slot independently of keyslot.go, from the
+// cluster specification: CRC16/XMODEM with a lookup table, of the hash tag if the key has a
+// non-empty one, modulo 16384. TestRealFenceKeySlot checks both against CLUSTER KEYSLOT.
+func redisSlot(key string) uint16 {
+	if s := strings.IndexByte(key, '{'); s >= 0 {
+		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
+			key = key[s+1 : s+1+e]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^key[i]]
+	}
+	return crc % 16384
+}
+
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// TestSlotTags: every slot has a tag, without braces, that hashes to it.
+func TestSlotTags(t *testing.T) {
+	for slot := range uint16(16384) {
+		tag := slotTag(slot)
+		if tag == "" || strings.ContainsAny(tag, "{}") || len(tag) > 4 || redisSlot(tag) != slot {
+			t.Fatalf("slot %d: tag %q (slot %d)", slot, tag, redisSlot(tag))
+		}
+	}
+}
+
+// FuzzSlotKey: for every non-empty key the library accepts, the fence counter and the
+// token key hash to the key's own slot, both are made by one function, and two different
+// keys never share a counter or a token key. A rejected key is rejected with
+// ErrInvalidArgument by both.
+func FuzzSlotKey(f *testing.F) {
+	for _, s := range []string{"orders:42", "{user1}:lock", "a{b", "a}b", "{}x", "}{", "}", "{}", "{{x}}",
+		"a{b}c{d}", "payout:é:日本", "redlock:fence:x", "redlock:highest:x", "\x00}", strings.Repeat("}", 300)} {
+		f.Add(s, s+"}")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		fa, errA := fenceKey(a)
+		ha, errH := highestKey(a)
+		if a == "" || len(a) > MaxKeyLen || strings.HasPrefix(a, FencePrefix) {
+			if !errors.Is(errA, ErrInvalidArgument) || !errors.Is(errH, ErrInvalidArgument) {
+				t.Fatalf("key %q: fenceKey %q, %v; highestKey %q, %v; want ErrInvalidArgument", a, fa, errA, ha, errH)
+			}
+			return
+		}
+		if errA != nil {
+			t.Fatalf("fenceKey(%q): %v", a, errA)
+		}
+		if !strings.HasPrefix(a, HighestTokenPrefix) && errH != nil {
+			t.Fatalf("highestKey(%q): %v", a, errH)
+		}
+		if redisSlot(fa) != redisSlot(a) {
+			t.Fatalf("key %q in slot %d, its counter %q in slot %d", a, redisSlot(a), fa, redisSlot(fa))
+		}
+		if errH == nil && redisSlot(ha) != redisSlot(a) {
+			t.Fatalf("key %q in slot %d, its token key %q in slot %d", a, redisSlot(a), ha, redisSlot(ha))
+		}
+		if !strings.HasPrefix(fa, FencePrefix) {
+			t.Fatalf("counter %q lacks the prefix", fa)
+		}
+		if fb, err := fenceKey(b); err == nil && a != b && fa == fb {
+			t.Fatalf("keys %q and %q share the counter %q", a, b, fa)
+		}
+		if hb, err := highestKey(b); err == nil && errH == nil && a != b && ha == hb {
+			t.Fatalf("keys %q and %q share the token key %q", a, b, ha)
+		}
+	})
+}
+
+func TestQuoteKey(t *testing.T) {
+	if got := quoteKey("short"); got != "short" {
+		t.Fatalf("quoteKey(short) = %q", got)
+	}
+	huge := strings.Repeat("x", 16<<20)
+	if got := quoteKey(huge); len(got) > 100 || !strings.Contains(got, "16777216 bytes") {
+		t.Fatalf("quoteKey of 16 MiB: %d bytes: %.100q", len(got), got)
+	}
+	_, err := fenceKey(huge)
+	if !errors.Is(err, ErrInvalidArgument) || len(err.Error()) > 300 {
+		t.Fatalf("a 16 MiB key: %d-byte error", len(err.Error()))
+	}
+}

@@ -1,0 +1,127 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestReleaseWithEndedContext: a Release whose context has already ended (a deferred
+// Release with an abandoned request's context) still goes out and removes the keys, instead
+// of leaving the lock for its whole TTL.
+func TestReleaseWithEndedContext(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	l, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Release(cancelled); err != nil {
+		t.Fatalf("Release with an ended context: %v", err)
+	}
+	settle(c)
+	for i, s := range servers {
+		if s.Exists(testKey) {
+			t.Fatalf("node %d kept the key", i)
+		}
+	}
+}
+
+// TestConcurrentRelease: of 100 concurrent Release calls on one Lock, exactly one returns
+// nil; every other one returns ErrReleased, and only one release goes to the nodes.
+func TestConcurrentRelease(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.TryAcquire(ctx, testKey, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	before := commandCounts(servers)
+	errs := make([]error, 100)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { errs[i] = l.Release(ctx) })
+	}
+	wg.Wait()
+	settle(c)
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, ErrReleased) || !errors.Is(err, ErrNotHeld):
+			t.Fatalf("Release: %v, want nil or ErrReleased", err)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d of 100 concurrent Releases returned nil, want exactly 1", ok)
+	}
+	// One release script per node (plus the commands inside it), not a hundred.
+	for i, after := range commandCounts(servers) {
+		if n := after - before[i]; n > 4 {
+			t.Fatalf("node %d got %d commands for one release", i, n)
+		}
+		if servers[i].Exists(testKey) {
+			t.Fatalf("node %d kept the key", i)
+		}
+	}
+}
+
+// TestCloseReleasesHeldLocks: Close releases the locks the client still holds, so that a
+// process that shuts down does not leave them for their TTL; a Release afterwards reports
+// that Close did it.
+func TestCloseReleasesHeldLocks(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c, err := New(clients, WithNodeTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 10*time.Second)
+	var locks []*Lock
+	for _, k := range []string{"close:a", "close:b", "close:c"} {
+		l, err := c.TryAcquire(ctx, k, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	if err := locks[2].Release(ctx); err != nil { // released by us: Close leaves it alone
+		t.Fatal(err)
+	}
+	c.Close()
+	for i, s := range servers {
+		for _, k := range []string{"close:a", "close:b", "close:c"} {
+			if s.Exists(k) {
+				t.Fatalf("node %d kept %s after Close", i, k)
+			}
+		}
+	}
+	for _, l := range locks[:2] {
+		if err := l.Release(ctx); !errors.Is(err, ErrReleased) {
+			t.Fatalf("Release after Close: %v, want ErrReleased", err)
+		}
+	}
+	if err := locks[2].Release(ctx); !errors.Is(err, ErrReleased) {
+		t.Fatalf("second Release after Close: %v", err)
+	}
+}
+
+// TestDoWhenFnReleases: fn may release the lock itself; Do then returns fn's result and
+// does not report its own release as a failure.
+func TestDoWhenFnReleases(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	err := c.Do(ctxT(t, 5*time.Second), testKey, time.Minute, func(ctx context.Context, l *Lock) error {
+		return l.Release(ctx)
+	})
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+}
