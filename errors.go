@@ -163,7 +163,7 @@ var ErrReleased error = releasedError{}
 
 type releasedError struct{}
 
-func (releasedError) Error() string          { return "redlock: lock already released" }
+func (releasedError) Error() string        { return "redlock: lock already released" }
 func (releasedError) Is(target error) bool { return target == ErrNotHeld }
 
 // ErrClosed is returned by calls made after [Client.Close].

@@ -1,8 +1,8 @@
 package redlock
 
 import (
-	"strings"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )

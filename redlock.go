@@ -25,12 +25,12 @@ type Client struct {
 	closed    bool
 	closeDone chan struct{} // closed when the first Close has finished
 
-	heldMu sync.Mutex
-	held   map[*Lock]struct{} // locks acquired and not yet released, for Close
-	wait    waitQueues     // this client's Acquire calls waiting for a key, in arrival order
-	renewer renewer        // the renewals of every Do of this client (renew.go)
-	bg      sync.WaitGroup // calls in flight and the background work they started
-	senders sync.WaitGroup // the transport's sender goroutines (transport.go)
+	heldMu  sync.Mutex
+	held    map[*Lock]struct{} // locks acquired and not yet released, for Close
+	wait    waitQueues         // this client's Acquire calls waiting for a key, in arrival order
+	renewer renewer            // the renewals of every Do of this client (renew.go)
+	bg      sync.WaitGroup     // calls in flight and the background work they started
+	senders sync.WaitGroup     // the transport's sender goroutines (transport.go)
 }
 
 // New returns a Client over the given nodes. Each element must be a distinct, non-nil

@@ -1,12 +1,12 @@
 package redlock
 
 import (
-	"strings"
 	"context"
 	"errors"
 	"fmt"
 	"math/bits"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,12 +88,12 @@ func TestBadInputSendsNothing(t *testing.T) {
 		{"empty key", func() error { _, err := c.TryAcquire(ctx, "", time.Second); return err }, []error{ErrInvalidArgument}},
 		{"reserved prefix", func() error { _, err := c.TryAcquire(ctx, FencePrefix+"x", time.Second); return err }, []error{ErrInvalidArgument}},
 		{"key too long", func() error { _, err := c.TryAcquire(ctx, strings.Repeat("k", MaxKeyLen+1), time.Second); return err }, []error{ErrInvalidArgument}},
-		{"nil context", func() error { _, err := c.TryAcquire(nil, "k", time.Second); return err }, []error{ErrInvalidArgument}}, //nolint:staticcheck // on purpose
-		{"nil context, Acquire", func() error { _, err := c.Acquire(nil, "k", time.Second); return err }, []error{ErrInvalidArgument}}, //nolint:staticcheck
-		{"nil context, Status", func() error { _, err := c.Status(nil, "k"); return err }, []error{ErrInvalidArgument}}, //nolint:staticcheck
+		{"nil context", func() error { _, err := c.TryAcquire(nil, "k", time.Second); return err }, []error{ErrInvalidArgument}},                                 //nolint:staticcheck // on purpose
+		{"nil context, Acquire", func() error { _, err := c.Acquire(nil, "k", time.Second); return err }, []error{ErrInvalidArgument}},                           //nolint:staticcheck
+		{"nil context, Status", func() error { _, err := c.Status(nil, "k"); return err }, []error{ErrInvalidArgument}},                                          //nolint:staticcheck
 		{"nil context, Do", func() error { return c.Do(nil, "k", time.Second, func(context.Context, *Lock) error { return nil }) }, []error{ErrInvalidArgument}}, //nolint:staticcheck
-		{"nil context, Extend", func() error { return l.Extend(nil, time.Second) }, []error{ErrInvalidArgument}}, //nolint:staticcheck
-		{"nil context, Release", func() error { return l.Release(nil) }, []error{ErrInvalidArgument}}, //nolint:staticcheck
+		{"nil context, Extend", func() error { return l.Extend(nil, time.Second) }, []error{ErrInvalidArgument}},                                                 //nolint:staticcheck
+		{"nil context, Release", func() error { return l.Release(nil) }, []error{ErrInvalidArgument}},                                                            //nolint:staticcheck
 		{"nil lock, Release", func() error { return (*Lock)(nil).Release(ctx) }, []error{ErrInvalidArgument}},
 		{"nil lock, Extend", func() error { return (*Lock)(nil).Extend(ctx, time.Second) }, []error{ErrInvalidArgument}},
 		{"zero ttl", func() error { _, err := c.TryAcquire(ctx, "k", 0); return err }, []error{ErrInvalidArgument}},
