@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -345,3 +346,71 @@ func TestRealAmnesiaTokensStillIncrease(t *testing.T) {
 }
 
 var _ = context.Background
+
+// aclCommands is the command list docs/operations.md gives for an ACL user of the library
+// (cmd/redlock's TestExecNodesFileAuthACL uses the same list for the CLI): what go-redis
+// sends on connect, the scripts, and the commands the scripts call, RedisFence's included.
+const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del +hset +incrby"
+
+// TestRealACLUser runs every library call, the slow path (raise) and RedisFence's writes as
+// a Redis ACL user that may run only the documented commands.
+func TestRealACLUser(t *testing.T) {
+	const pw = "ac1Secret"
+	acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "resetchannels", "-@all"}, strings.Fields(aclCommands)...)
+	cluster := redisproc.StartT(t, 5, redisproc.Config{ExtraArgs: acl})
+	admin := cluster.ClientsT(t) // the default user, to set the counters out of step
+	var clients []redis.UniversalClient
+	for _, a := range cluster.Addrs() {
+		rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
+		t.Cleanup(func() { rc.Close() })
+		clients = append(clients, rc)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	fence, _ := fenceKey("acl:k")
+	initial := []int64{10, 10, 5, 3, 12} // no three equal after INCR: the slow path
+	for i, n := range initial {
+		admin[i].Set(ctx, fence, n, 0)
+	}
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	l, err := c.TryAcquire(ctx, "acl:k", 10*time.Second)
+	if err != nil {
+		t.Fatalf("acquire as the ACL user: %v", err)
+	}
+	settle(c)
+	at, raised := 0, 0
+	for i, rc := range admin {
+		got, _ := rc.Get(ctx, fence).Int64()
+		if got == int64(l.Token()) {
+			at++
+			if got > initial[i]+1 { // INCR adds 1: more means raise.lua set it
+				raised++
+			}
+		}
+	}
+	if at < c.Quorum() || raised == 0 {
+		t.Fatalf("token %d on %d nodes, %d of them raised; want a quorum and a raise", l.Token(), at, raised)
+	}
+	if err := l.Extend(ctx, 20*time.Second); err != nil {
+		t.Fatalf("extend as the ACL user: %v", err)
+	}
+	if st, err := c.Status(ctx, "acl:k"); err != nil || !st.HeldByQuorum() {
+		t.Fatalf("status as the ACL user: %+v, %v", st, err)
+	}
+	f := NewRedisFence(clients[0])
+	if err := f.Set(ctx, "acl:data", "v", l.Token()); err != nil {
+		t.Fatalf("fenced set: %v", err)
+	}
+	if err := f.HSet(ctx, "acl:h", map[string]string{"a": "1"}, l.Token()); err != nil {
+		t.Fatalf("fenced hset: %v", err)
+	}
+	if _, err := f.IncrBy(ctx, "acl:n", 5, l.Token()); err != nil {
+		t.Fatalf("fenced incrby: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release as the ACL user: %v", err)
+	}
+	// The list is not wider than it must be: a command outside it is refused.
+	if err := clients[0].Keys(ctx, "*").Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("KEYS as the ACL user: %v, want NOPERM", err)
+	}
+}

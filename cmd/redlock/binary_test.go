@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,7 +94,8 @@ func startProc(t *testing.T, extraEnv []string, path string, args ...string) *pr
 	t.Helper()
 	p := &proc{cmd: exec.Command(path, args...), done: make(chan struct{})}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, nodesEnv+"=") && !strings.HasPrefix(kv, "REDLOCK_KEY=") && !strings.HasPrefix(kv, "REDLOCK_TOKEN=") {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(credentialEnv, name) && name != "REDLOCK_KEY" && name != "REDLOCK_TOKEN" {
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}

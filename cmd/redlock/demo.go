@@ -62,8 +62,11 @@ func runDemo(ctx context.Context, e *env, args []string) error {
 		return usageErrorf("demo: --ttl %v is outside [%v, %v]", *ttl, demoMinTTL, demoMaxTTL)
 	}
 
-	spec, source := nodeSpec(e, *nodesFlag)
-	ns, err := openNodes(ctx, spec, source, demoNodeCount)
+	spec, source, err := nodeSpec(e, *nodesFlag)
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	ns, err := openNodes(ctx, spec, source, e.getenv(authEnv), demoNodeCount)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}

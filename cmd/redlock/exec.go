@@ -23,10 +23,14 @@ import (
 )
 
 const execAbout = `
-Runs CMD while holding the lock KEY on the Redis nodes (--nodes, else $REDLOCK_NODES), and
+Runs CMD while holding the lock KEY on the Redis nodes (--nodes, else $REDLOCK_NODES, else
+the file named by $REDLOCK_NODES_FILE; $REDISCLI_AUTH is the password of nodes whose URL
+has none), and
 releases the lock once CMD has exited. While CMD runs the lock is renewed every ttl/3.
 
-CMD gets redlock's stdin, stdout and stderr, its environment, and:
+CMD gets redlock's stdin, stdout and stderr, its environment (less $REDLOCK_NODES,
+$REDLOCK_NODES_FILE and $REDISCLI_AUTH, which may hold passwords; --keep-node-env keeps
+them), and:
   REDLOCK_KEY    the lock's key
   REDLOCK_TOKEN  the fencing token of this acquisition: a decimal number larger than the
                  token of every earlier holder of KEY. Send it with each write to the
@@ -86,6 +90,15 @@ func killSafety(ttl time.Duration) time.Duration {
 	return max(minKillSafety, ttl/10)
 }
 
+// execMinTTL is the shortest --ttl: the one for which the default grace is 0.
+const execMinTTL = 500 * time.Millisecond
+
+// defaultGrace is --grace when it is not given: 5s, or as much as fits in a shorter ttl
+// (grace + killSafety(ttl) ≤ ttl/2), so that every accepted --ttl works on its own.
+func defaultGrace(ttl time.Duration) time.Duration {
+	return max(0, min(execDefaultGrace, ttl/2-killSafety(ttl)))
+}
+
 // minTTLFor returns the shortest ttl that fits grace: grace + killSafety(ttl) ≤ ttl/2.
 func minTTLFor(grace time.Duration) time.Duration {
 	return max(2*(grace+minKillSafety), grace*5/2).Round(time.Millisecond)
@@ -105,6 +118,7 @@ type execConfig struct {
 	conflictCode int
 	lostCode     int
 	verbose      bool
+	keepNodeEnv  bool
 }
 
 func runExec(ctx context.Context, e *env, args []string) error {
@@ -126,13 +140,15 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	fs := newFlagSet("exec", "[flags] KEY -- CMD [ARGS...]", execAbout)
 	cfg := &execConfig{}
 	fs.StringVar(&cfg.nodesFlag, "nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
-	fs.DurationVar(&cfg.ttl, "ttl", execDefaultTTL, "lock TTL; renewed every ttl/3 while CMD runs")
-	fs.DurationVar(&cfg.wait, "wait", 0, "how long to keep trying while the lock is held elsewhere; 0: fail at once")
-	fs.DurationVar(&cfg.grace, "grace", execDefaultGrace, "time between SIGTERM and SIGKILL when the lock is lost; grace + max(250ms, ttl/10) ≤ ttl/2")
+	cfg.ttl = execDefaultTTL
+	fs.Var((*durationFlag)(&cfg.ttl), "ttl", "lock TTL (a `DURATION`, at least 500ms); renewed every ttl/3 while CMD runs")
+	fs.Var((*durationFlag)(&cfg.wait), "wait", "how long (a `DURATION`) to keep trying while the lock is held elsewhere; 0: fail at once (default 0s)")
+	fs.Var((*durationFlag)(&cfg.grace), "grace", "time (a `DURATION`) between SIGTERM and SIGKILL when the lock is lost; grace + max(250ms, ttl/10) ≤ ttl/2\n(default 5s, less when --ttl is below 12.5s: ttl/2 − max(250ms, ttl/10))")
 	fs.IntVar(&cfg.conflictCode, "conflict-exit-code", defaultConflictExitCode, "exit status when the lock is not acquired")
 	fs.IntVar(&cfg.lostCode, "lost-exit-code", defaultLostExitCode, "exit status when the lock is lost while CMD runs")
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cliNodeTimeout, "how long one call waits for one node")
 	fs.IntVar(&cfg.amnesia, "amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's other users")
+	fs.BoolVar(&cfg.keepNodeEnv, "keep-node-env", false, "pass $"+nodesEnv+", $"+nodesFileEnv+" and $"+authEnv+" on to CMD (by default they are removed from its environment: they may hold passwords)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "say on stderr what redlock does (acquire, token, renewal failures, release)")
 	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
 
@@ -158,9 +174,12 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	}
 	cfg.key, cfg.argv = pos[0], args[dash+1:]
 
+	if !flagSet(fs, "grace") {
+		cfg.grace = defaultGrace(cfg.ttl)
+	}
 	switch {
-	case cfg.ttl <= 0 || cfg.ttl > redlock.MaxTTL:
-		return nil, usageErrorf("exec: --ttl %v must be positive and at most %v", cfg.ttl, redlock.MaxTTL)
+	case cfg.ttl < execMinTTL || cfg.ttl > redlock.MaxTTL:
+		return nil, usageErrorf("exec: --ttl %v must be at least %v (room for renewals and for stopping CMD before the deadline) and at most %v", cfg.ttl, execMinTTL, redlock.MaxTTL)
 	case cfg.wait < 0:
 		return nil, usageErrorf("exec: --wait %v is negative; use 0 to fail at once, or how long to keep trying", cfg.wait)
 	case cfg.grace < 0:
@@ -180,13 +199,28 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	path, err := exec.LookPath(cfg.argv[0])
 	if err != nil {
 		code := exitNotFound
-		if errors.Is(err, iofs.ErrPermission) {
-			code = exitCannotRun
+		if errors.Is(err, iofs.ErrPermission) || errors.Is(err, syscall.EISDIR) {
+			code = exitCannotRun // found, but not something that can run: 126, as shells say
 		}
 		return nil, &exitError{code: code, err: fmt.Errorf("exec: cannot run %q: %v", cfg.argv[0], unwrapExecErr(err))}
 	}
 	cfg.path = path
 	return cfg, nil
+}
+
+// childEnv is the environment of exec's command: redlock's own, less the variables that
+// name the nodes or carry their credentials (credentialEnv) unless keep is set, and less
+// any REDLOCK_KEY and REDLOCK_TOKEN, which exec sets itself.
+func childEnv(environ []string, keep bool) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if name == "REDLOCK_KEY" || name == "REDLOCK_TOKEN" || (!keep && slices.Contains(credentialEnv, name)) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // unwrapExecErr drops the 'exec: "name": ' prefix of os/exec's errors.
@@ -424,7 +458,7 @@ func (x *execRun) supervise(fctx context.Context, l *redlock.Lock, fwd <-chan os
 	res := &childResult{}
 	cmd := exec.Command(cfg.path, cfg.argv[1:]...)
 	cmd.Args[0] = cfg.argv[0]
-	cmd.Env = append(os.Environ(), "REDLOCK_KEY="+l.Key(), "REDLOCK_TOKEN="+l.Token().String())
+	cmd.Env = append(childEnv(os.Environ(), cfg.keepNodeEnv), "REDLOCK_KEY="+l.Key(), "REDLOCK_TOKEN="+l.Token().String())
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, x.e.stdout, x.e.stderr
 	tty, foreground := foregroundTTY()
 	cmd.SysProcAttr = childSysProcAttr(foreground, tty)

@@ -3,8 +3,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -617,7 +621,7 @@ func TestExecCommandLine(t *testing.T) {
 		{"unknown flag", nil, []string{"exec", "--bogus", "k", "--", "true"}, exitUsage, "flag provided but not defined: -bogus"},
 		{"bad duration", nil, []string{"exec", "--ttl", "soon", "k", "--", "true"}, exitUsage, "invalid value"},
 		{"negative wait", nil, []string{"exec", "--wait", "-1s", "k", "--", "true"}, exitUsage, "--wait -1s is negative"},
-		{"zero ttl", nil, []string{"exec", "--ttl", "0", "k", "--", "true"}, exitUsage, "--ttl 0s must be positive"},
+		{"zero ttl", nil, []string{"exec", "--ttl", "0", "k", "--", "true"}, exitUsage, "--ttl 0s must be at least 500ms"},
 		{"grace too long", nil, []string{"exec", "--ttl", "10s", "--grace", "5s", "k", "--", "true"}, exitUsage,
 			"--grace 5s does not fit in --ttl 10s: a lost lock's command gets SIGTERM grace + 1s before the lock's deadline, which must be at most half the ttl; use a --ttl of at least 12.5s"},
 		{"grace too long, short ttl", nil, []string{"exec", "--ttl", "1s", "--grace", "300ms", "k", "--", "true"}, exitUsage,
@@ -661,8 +665,8 @@ func TestExecHelp(t *testing.T) {
 		t.Fatalf("exec -h: exit code %d, stderr %q", code, errOut)
 	}
 	for _, want := range []string{"usage: redlock exec [flags] KEY -- CMD [ARGS...]", "REDLOCK_TOKEN", "REDLOCK_KEY",
-		"Exit status:", "75 ", "76 ", "126, 127", "-grace duration", "-wait duration", "-conflict-exit-code", "-lost-exit-code",
-		"(default 30s)", "(default 5s)"} {
+		"Exit status:", "75 ", "76 ", "126, 127", "-grace DURATION", "-wait DURATION", "-conflict-exit-code", "-lost-exit-code",
+		"(default 30s)", "(default 5s, less when --ttl is below 12.5s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("exec -h lacks %q:\n%s", want, out)
 		}
@@ -698,5 +702,110 @@ func TestGraceFits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExecDefaultsCompose: every --ttl that exec accepts works without any other flag (the
+// default grace shrinks to fit it), and a TTL too short for any grace is refused, saying so.
+func TestExecDefaultsCompose(t *testing.T) {
+	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	for _, ttl := range []string{"500ms", "501ms", "700ms", "1s", "2500ms", "5s", "10s", "12499ms", "12500ms", "30s", "1h", "8760h"} {
+		cfg, err := parseExec(e, []string{"--ttl", ttl, "k", "--", "true"})
+		if err != nil {
+			t.Errorf("--ttl %s alone: %v", ttl, err)
+			continue
+		}
+		if cfg.grace < 0 || cfg.grace > execDefaultGrace || cfg.grace+killSafety(cfg.ttl) > cfg.ttl/2 {
+			t.Errorf("--ttl %s: default grace %v does not fit", ttl, cfg.grace)
+		}
+	}
+	if cfg, err := parseExec(e, []string{"--ttl", "5s", "k", "--", "true"}); err != nil || cfg.grace != 2*time.Second {
+		t.Errorf("--ttl 5s: grace %v, %v; want 2s", cfg.grace, err)
+	}
+	if cfg, err := parseExec(e, []string{"k", "--", "true"}); err != nil || cfg.grace != execDefaultGrace {
+		t.Errorf("defaults: grace %v, %v; want %v", cfg.grace, err, execDefaultGrace)
+	}
+	// An explicit --grace is kept, and checked.
+	if _, err := parseExec(e, []string{"--ttl", "5s", "--grace", "5s", "k", "--", "true"}); !isUsage(err) {
+		t.Errorf("--ttl 5s --grace 5s: %v, want a usage error", err)
+	}
+	if cfg, err := parseExec(e, []string{"--ttl", "10s", "--grace", "0s", "k", "--", "true"}); err != nil || cfg.grace != 0 {
+		t.Errorf("--grace 0s: %v, %v", cfg, err)
+	}
+	for _, tc := range []struct{ ttl, want string }{
+		{"499ms", "at least 500ms"},
+		{"10", "10 has no unit; write 10s"},
+		{"ten", "not a duration"},
+	} {
+		_, err := parseExec(e, []string{"--ttl", tc.ttl, "k", "--", "true"})
+		if !isUsage(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--ttl %s: %v, want a usage error saying %q", tc.ttl, err, tc.want)
+		}
+	}
+}
+
+func isUsage(err error) bool {
+	var ue usageError
+	return errors.As(err, &ue)
+}
+
+// TestExecOfADirectory: a directory is found but cannot run: 126, as shells say.
+func TestExecOfADirectory(t *testing.T) {
+	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	_, err := parseExec(e, []string{"k", "--", t.TempDir()})
+	var xe *exitError
+	if !errors.As(err, &xe) || xe.code != exitCannotRun {
+		t.Fatalf("exec of a directory: %v, want exit status %d", err, exitCannotRun)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out strings.Builder
+	if code := run(context.Background(), &env{stdout: &out, stderr: io.Discard, getenv: func(string) string { return "" }}, []string{"--version"}); code != exitOK {
+		t.Fatalf("--version: exit code %d", code)
+	}
+	if !strings.HasPrefix(out.String(), "redlock ") || !strings.Contains(out.String(), "go1.") {
+		t.Fatalf("--version printed %q", out.String())
+	}
+}
+
+// aclCommands is the command list docs/operations.md gives for an ACL user of the library
+// and the CLI; TestExecNodesFileAuthACL runs exec and status as such a user.
+const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del"
+
+// TestExecNodesFileAuthACL: the node list comes from $REDLOCK_NODES_FILE and the password
+// from $REDISCLI_AUTH, so neither is in argv; the user may run only the documented commands;
+// the command run by exec does not see either variable unless --keep-node-env is given.
+func TestExecNodesFileAuthACL(t *testing.T) {
+	const pw = "Fi1eSecretPW"
+	acl := append([]string{"--user", "alice", "on", ">" + pw, "~*", "resetchannels", "-@all"}, strings.Fields(aclCommands)...)
+	cluster := redisproc.StartT(t, 3, redisproc.Config{ExtraArgs: acl})
+	var lines []string
+	for _, a := range cluster.Addrs() {
+		lines = append(lines, "redis://alice@"+a)
+	}
+	file := filepath.Join(t.TempDir(), "nodes")
+	if err := os.WriteFile(file, []byte("# lock nodes\n"+strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{nodesFileEnv + "=" + file, authEnv + "=" + pw}
+	code, out, errOut := runBin(t, env, "exec", "acl:job", "--", "sh", "-c", "env")
+	if code != 0 {
+		t.Fatalf("exec: exit code %d, stderr %q", code, errOut)
+	}
+	if !strings.Contains(out, "REDLOCK_TOKEN=") || strings.Contains(out, nodesFileEnv) || strings.Contains(out, authEnv) || strings.Contains(out, pw) {
+		t.Fatalf("the command's environment:\n%s", out)
+	}
+	code, out, errOut = runBin(t, env, "exec", "--keep-node-env", "acl:job", "--", "sh", "-c", "env")
+	if code != 0 || !strings.Contains(out, nodesFileEnv+"="+file) || !strings.Contains(out, authEnv+"=") {
+		t.Fatalf("exec --keep-node-env: exit code %d, stderr %q, environment:\n%s", code, errOut, out)
+	}
+	if code, _, errOut := runBin(t, env, "status", "acl:job"); code != 0 {
+		t.Fatalf("status: exit code %d, stderr %q", code, errOut)
+	}
+	// A wrong password fails, and says nothing of it.
+	code, _, errOut = runBin(t, []string{nodesFileEnv + "=" + file, authEnv + "=wrong" + pw}, "status", "acl:job")
+	if code == 0 || strings.Contains(errOut, pw) {
+		t.Fatalf("wrong password: exit code %d, stderr %q", code, errOut)
 	}
 }

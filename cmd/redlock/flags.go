@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"strconv"
+	"time"
 )
 
 // parseInterspersed parses a subcommand's arguments where flags and positional arguments
@@ -33,4 +36,30 @@ func parseInterspersed(fs *flag.FlagSet, e *env, args []string) ([]string, error
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// durationFlag is a time.Duration flag whose error for a number without a unit says so
+// ("--ttl 10": "10 has no unit; write 10s, 10ms, 10m or 10h") instead of flag's bare
+// "parse error".
+type durationFlag time.Duration
+
+func (d *durationFlag) String() string { return time.Duration(*d).String() }
+
+func (d *durationFlag) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+			return fmt.Errorf("%s has no unit; write %ss, %sms, %sm or %sh", s, s, s, s, s)
+		}
+		return fmt.Errorf("%q is not a duration such as 30s, 1m30s or 500ms", s)
+	}
+	*d = durationFlag(v)
+	return nil
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -73,6 +74,9 @@ func run(ctx context.Context, e *env, args []string) int {
 	}
 	name, rest := args[0], args[1:]
 	switch name {
+	case "-version", "--version", "version":
+		fmt.Fprintln(e.stdout, versionLine())
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		if name == "help" && len(rest) > 0 {
 			// "redlock help demo" is "redlock demo -h".
@@ -207,3 +211,25 @@ func oneLine(s string) string {
 type silentLogger struct{}
 
 func (silentLogger) Printf(context.Context, string, ...any) {}
+
+// versionLine is what --version prints: the module version (or "(devel)" for a build from a
+// checkout), the VCS revision when the build recorded one, and the Go version.
+func versionLine() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "redlock (version unknown)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+		if s.Key == "vcs.modified" && s.Value == "true" {
+			v += "+dirty"
+		}
+	}
+	return fmt.Sprintf("redlock %s %s", v, bi.GoVersion)
+}

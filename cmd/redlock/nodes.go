@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +16,19 @@ import (
 
 // nodesEnv is the environment variable that names real nodes when --nodes is not given.
 const nodesEnv = "REDLOCK_NODES"
+
+// nodesFileEnv names a file that holds the node list, for credentials that should appear
+// neither in argv (/proc/PID/cmdline) nor in the environment of every child: one or more
+// URLs per line, separated by commas or new lines; blank lines and lines starting with '#'
+// are skipped. Used when neither --nodes nor REDLOCK_NODES is given.
+const nodesFileEnv = "REDLOCK_NODES_FILE"
+
+// authEnv is the password for the nodes whose URL has none, as redis-cli reads it.
+const authEnv = "REDISCLI_AUTH"
+
+// credentialEnv lists the variables that carry node addresses or credentials; exec removes
+// them from its command's environment unless --keep-node-env is given.
+var credentialEnv = []string{nodesEnv, nodesFileEnv, authEnv}
 
 // pingTimeout bounds the reachability check of real nodes.
 const pingTimeout = 2 * time.Second
@@ -30,14 +45,32 @@ type nodeSet struct {
 // nodeSpec returns the node list the user asked for: the --nodes flag's value, else the
 // REDLOCK_NODES environment variable, and which of the two it came from. An empty spec
 // means no real nodes were named.
-func nodeSpec(e *env, flagValue string) (spec, source string) {
+func nodeSpec(e *env, flagValue string) (spec, source string, err error) {
 	if strings.TrimSpace(flagValue) != "" {
-		return flagValue, "--nodes"
+		return flagValue, "--nodes", nil
 	}
 	if v := e.getenv(nodesEnv); strings.TrimSpace(v) != "" {
-		return v, nodesEnv
+		return v, nodesEnv, nil
 	}
-	return "", ""
+	if path := e.getenv(nodesFileEnv); strings.TrimSpace(path) != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", "", fmt.Errorf("%s: %v", nodesFileEnv, err)
+		}
+		var entries []string
+		for line := range strings.Lines(string(b)) {
+			line = strings.TrimSpace(line)
+			if line == "" || strings.HasPrefix(line, "#") {
+				continue
+			}
+			entries = append(entries, strings.TrimRight(line, ","))
+		}
+		if len(entries) == 0 {
+			return "", "", fmt.Errorf("%s: %s names no nodes", nodesFileEnv, path)
+		}
+		return strings.Join(entries, ","), nodesFileEnv + " (" + path + ")", nil
+	}
+	return "", "", nil
 }
 
 // nodeURL is one entry of a node list: its text and its parsed options.
@@ -47,7 +80,8 @@ type nodeURL struct {
 }
 
 // parseNodeURLs parses a comma-separated list of redis:// (or rediss://, unix://) URLs.
-func parseNodeURLs(spec, source string) ([]nodeURL, error) {
+// password, when not empty, is given to the nodes whose URL has none ($REDISCLI_AUTH).
+func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
 	var urls []nodeURL
 	seen := map[string]int{}
 	for i, raw := range strings.Split(spec, ",") {
@@ -57,38 +91,78 @@ func parseNodeURLs(spec, source string) ([]nodeURL, error) {
 		}
 		o, err := redis.ParseURL(u)
 		if err != nil {
-			return nil, fmt.Errorf("%s: bad node URL %q: %v (want redis://HOST:PORT)", source, redactURL(u), err)
+			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT)", source, redactURL(u), urlProblem(err, u))
 		}
 		key := o.Network + " " + o.Addr
 		if j, dup := seen[key]; dup {
 			return nil, fmt.Errorf("%s: entries %d and %d are the same node %s; Redlock needs independent nodes", source, j+1, i+1, o.Addr)
 		}
 		seen[key] = i
+		if o.Password == "" && password != "" {
+			o.Password = password
+		}
 		urls = append(urls, nodeURL{raw: u, opts: o})
 	}
 	return urls, nil
 }
 
-// redactURL hides a password in a URL that is about to be printed.
+// redactURL hides the password of a URL that is about to be printed: everything between
+// the first ':' of the user information and its end (the last '@' before the path) becomes
+// "xxxxx". It works on text that does not parse as a URL too, which is when it is needed.
 func redactURL(u string) string {
 	scheme, rest, ok := strings.Cut(u, "://")
 	if !ok {
-		return u
+		scheme, rest = "", u
+	} else {
+		scheme += "://"
 	}
-	at := strings.LastIndexByte(rest, '@')
+	hostEnd := strings.IndexAny(rest, "/?#")
+	if hostEnd < 0 {
+		hostEnd = len(rest)
+	}
+	at := strings.LastIndexByte(rest[:hostEnd], '@')
 	if at < 0 {
-		return u
+		// An '@' only after the host part: perhaps a password with a '/' in it.
+		if at = strings.LastIndexByte(rest, '@'); at < 0 {
+			return u
+		}
 	}
 	user, _, hasPass := strings.Cut(rest[:at], ":")
 	if !hasPass {
 		return u
 	}
-	return scheme + "://" + user + ":xxxxx" + rest[at:]
+	return scheme + user + ":xxxxx" + rest[at:]
+}
+
+// urlProblem says what is wrong with a node URL that did not parse, without any text taken
+// from it: the parser's own messages quote the URL, and with it the password.
+func urlProblem(err error, u string) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var esc url.EscapeError
+	var host url.InvalidHostError
+	switch {
+	case errors.As(err, &esc):
+		return "an invalid %-escape"
+	case errors.As(err, &host):
+		return "an invalid character in the host"
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "port") {
+		return "an invalid port"
+	}
+	if redactURL(u) != u || strings.Contains(u, "@") {
+		// The parser's message may quote the user information: say less.
+		return "a malformed URL"
+	}
+	return msg
 }
 
 // openNodes connects to the real nodes named by spec and checks that every one answers PING
 // within pingTimeout. With an empty spec it starts n embedded nodes on free ports instead.
-func openNodes(ctx context.Context, spec, source string, n int) (*nodeSet, error) {
+func openNodes(ctx context.Context, spec, source, password string, n int) (*nodeSet, error) {
 	if spec == "" {
 		en, err := embedded.Start(n, nil)
 		if err != nil {
@@ -96,12 +170,12 @@ func openNodes(ctx context.Context, spec, source string, n int) (*nodeSet, error
 		}
 		s := &nodeSet{addrs: en.Addrs(), source: "embedded", embedded: en}
 		for _, a := range s.addrs {
-			s.clients = append(s.clients, redis.NewClient(&redis.Options{Addr: a}))
+			s.clients = append(s.clients, redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1}))
 		}
 		return s, nil
 	}
 
-	urls, err := parseNodeURLs(spec, source)
+	urls, err := parseNodeURLs(spec, source, password)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +184,9 @@ func openNodes(ctx context.Context, spec, source string, n int) (*nodeSet, error
 	}
 	s := &nodeSet{source: source}
 	for _, u := range urls {
-		s.clients = append(s.clients, redis.NewClient(u.opts))
+		o := *u.opts
+		o.MaxRetries = -1 // the lock retries whole attempts itself (docs/operations.md)
+		s.clients = append(s.clients, redis.NewClient(&o))
 		s.addrs = append(s.addrs, u.opts.Addr)
 	}
 	return s, nil
@@ -157,11 +233,11 @@ func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
 	var wg sync.WaitGroup
 	for i, u := range urls {
 		wg.Go(func() {
-			o, _ := redis.ParseURL(u.raw) // a fresh copy: it parsed before
+			o := *u.opts // a copy: the probe's settings are its own
 			o.DialerRetries = 1
 			o.MaxRetries = -1
 			o.ContextTimeoutEnabled = true
-			c := redis.NewClient(o)
+			c := redis.NewClient(&o)
 			defer c.Close()
 			err := c.Ping(ctx).Err()
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -218,11 +294,14 @@ func closeClients(clients []redis.UniversalClient) {
 // --nodes flag, else REDLOCK_NODES. No list at all is a usage error that points at
 // 'redlock dev'; a malformed list is an ordinary error naming the bad entry.
 func realNodes(e *env, cmdName, flagValue string) ([]nodeURL, string, error) {
-	spec, source := nodeSpec(e, flagValue)
-	if spec == "" {
-		return nil, "", usageErrorf("%s: no nodes: pass --nodes redis://HOST:PORT,... or set %s (try 'redlock dev' for local nodes)", cmdName, nodesEnv)
+	spec, source, err := nodeSpec(e, flagValue)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", cmdName, err)
 	}
-	urls, err := parseNodeURLs(spec, source)
+	if spec == "" {
+		return nil, "", usageErrorf("%s: no nodes: pass --nodes redis://HOST:PORT,... or set %s or %s (try 'redlock dev' for local nodes)", cmdName, nodesEnv, nodesFileEnv)
+	}
+	urls, err := parseNodeURLs(spec, source, e.getenv(authEnv))
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", cmdName, err)
 	}
