@@ -180,7 +180,8 @@ type StaleTokenError struct {
 // Error implements error.
 func (e *StaleTokenError) Error() string {
 	if e.Highest == 0 {
-		return fmt.Sprintf("redlock: stale fencing token for %q: %d is below the highest admitted", e.Resource, e.Got)
+		// The store could not tell which (sqlfence.Exec: a conditional UPDATE that changed no row).
+		return fmt.Sprintf("redlock: fenced write to %q with token %d changed nothing: a higher token was admitted, or the row does not exist", e.Resource, e.Got)
 	}
 	return fmt.Sprintf("redlock: stale fencing token for %q: %d < %d", e.Resource, e.Got, e.Highest)
 }

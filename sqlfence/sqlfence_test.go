@@ -99,6 +99,10 @@ func TestCheck(t *testing.T) {
 	if !errors.Is(err, redlock.ErrStaleToken) || !errors.As(err, &se) || se.Resource != "settlement S-1" || se.Got != 5 || se.Highest != 0 {
 		t.Fatalf("zero rows: %v; want a StaleTokenError for settlement S-1, got 5", err)
 	}
+	// Zero rows may be a missing row as well as a newer holder: the message says both.
+	if msg := err.Error(); !strings.Contains(msg, "does not exist") || !strings.Contains(msg, "higher token") {
+		t.Fatalf("zero rows: %q does not name both causes", msg)
+	}
 	boom := errors.New("boom")
 	if err := Check(result{err: boom}, "r", 5); !errors.Is(err, boom) || errors.Is(err, redlock.ErrStaleToken) {
 		t.Fatalf("driver error: %v; want it wrapped, not stale", err)

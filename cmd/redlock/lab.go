@@ -67,6 +67,13 @@ func runLab(ctx context.Context, e *env, args []string) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
+	// Make sure the report can be written before spending minutes on the runs.
+	probe, err := os.CreateTemp(*out, ".redlock-lab-probe-*")
+	if err != nil {
+		return fmt.Errorf("lab: --out %s is not writable: %w", *out, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
 	prof := chaos.Full
 	if *quick {
 		prof = chaos.Quick

@@ -127,3 +127,21 @@ func TestLabRun(t *testing.T) {
 		t.Errorf("report.md: %v", err)
 	}
 }
+
+// TestLabOutNotWritable: an --out directory that cannot take the report is refused before
+// the first scenario runs, not after minutes of runs.
+func TestLabOutNotWritable(t *testing.T) {
+	redisproc.Require(t)
+	const dir = "/sys/kernel" // a directory that not even root can create files in
+	if f, err := os.CreateTemp(dir, "probe"); err == nil {
+		f.Close()
+		os.Remove(f.Name())
+		t.Skip(dir + " is writable here")
+	}
+	var out, errOut strings.Builder
+	code := run(context.Background(), &env{stdout: &out, stderr: &errOut, getenv: func(string) string { return "" }},
+		[]string{"lab", "--quick", "--out", dir})
+	if code == exitOK || !strings.Contains(errOut.String(), "not writable") || strings.Contains(out.String(), "scenarios ×") {
+		t.Fatalf("exit code %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
