@@ -88,9 +88,6 @@ func (t *acquireTally) raiseDone(i int, ok bool) {
 	}
 }
 
-// pending reports whether node i has not answered the acquire script yet.
-func (t *acquireTally) pending(i int) bool { return t.state[i] == statePending }
-
 // decide returns the verdict and the token so far. When the slow path has to start, it
 // fixes the target and returns the nodes to raise; the caller sends them the raise script.
 func (t *acquireTally) decide() (v verdict, token int64, raise []int) {

@@ -178,7 +178,8 @@ func TestExpectJudge(t *testing.T) {
 func TestRegister(t *testing.T) {
 	rec := NewRecorder(History{Keys: []string{"k"}})
 	g := NewRegister(rec)
-	if !g.Write(WriteReq{Key: "k", Token: 5}) || !g.Write(WriteReq{Key: "k", Token: 5}) || g.Write(WriteReq{Key: "k", Token: 4}) {
+	first, again, lower := g.Write(WriteReq{Key: "k", Token: 5}), g.Write(WriteReq{Key: "k", Token: 5}), g.Write(WriteReq{Key: "k", Token: 4})
+	if !first || !again || lower {
 		t.Fatal("≥ rule not applied: want 5 accepted twice, 4 refused")
 	}
 	// A delayed write is applied only after its release condition.

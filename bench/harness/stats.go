@@ -24,8 +24,6 @@ func (s *series) add(d time.Duration) {
 	}
 }
 
-func (s *series) n() int { return len(s.d) }
-
 // pct returns the q-th percentile (0 < q ≤ 100) by nearest rank, or -1 with no samples.
 func (s *series) pct(q float64) time.Duration {
 	if len(s.d) == 0 {

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +28,11 @@ func buildWorker(t *testing.T) func() string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		root := os.Getenv("GOROOT") // go test sets it for the test binary
+		if root == "" {
+			t.Fatal("the go command is not on PATH and GOROOT is not set")
+		}
+		goBin = filepath.Join(root, "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "settlement")
 	args := []string{"build", "-o", bin}
