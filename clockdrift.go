@@ -36,9 +36,10 @@ func checkTTL(ttl time.Duration, factor float64) (time.Duration, error) {
 	if ttl > MaxTTL {
 		return 0, invalidf("ttl %v exceeds MaxTTL (%v)", ttl, MaxTTL)
 	}
+	given := ttl
 	ttl = ttl.Truncate(time.Millisecond)
 	if d := Drift(ttl, factor); ttl <= d {
-		return 0, invalidf("ttl %v leaves no validity time after the clock drift allowance of %v", ttl, d)
+		return 0, invalidf("ttl %v (in whole milliseconds %v) leaves no validity time after the clock drift allowance of %v", given, ttl, d)
 	}
 	return ttl, nil
 }

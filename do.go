@@ -15,8 +15,11 @@ import (
 // still succeeds; one that fails outright is retried while validity time is left. If no
 // renewal is confirmed by Until − cancel margin × ttl ([WithCancelMargin], a tenth by
 // default), or a quorum of nodes reports that the key is gone or someone else's, fn's context
-// is cancelled with a cause that wraps [ErrLockLost] (see context.Cause). The cancellation
-// always comes before the last confirmed validity deadline, never after it.
+// is cancelled with a cause that wraps [ErrLockLost] (see context.Cause). The cancellation is
+// scheduled for before the last confirmed validity deadline; a process that is paused or
+// starved of CPU can see it late, which is why writes must carry the fencing token. One
+// goroutine of the Client renews every Do's lock; a failed renewal is retried after
+// min(retry delay, a quarter of the renewal interval).
 //
 // The contract for fn: after its context is cancelled, fn must stop doing anything that
 // needs the lock, and return. Even before that, fn must send [Lock.Token] with every write

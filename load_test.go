@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
@@ -531,4 +532,96 @@ func startClosingNode(t *testing.T) string {
 	}()
 	t.Cleanup(func() { ln.Close(); <-done })
 	return ln.Addr().String()
+}
+
+// blackholedNodes starts n miniredis nodes, k of them behind proxies that can swallow
+// traffic, with go-redis clients that give up on a read only after a long time (as go-redis
+// does with its defaults against a stopped server).
+func blackholedNodes(t *testing.T, n, k int) ([]*miniredis.Miniredis, []redis.UniversalClient, []*faultproxy.Proxy) {
+	servers, clients := miniNodes(t, n)
+	var proxies []*faultproxy.Proxy
+	for i := range k {
+		p, err := faultproxy.Start(servers[i].Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { p.Close() })
+		rc := redis.NewClient(&redis.Options{Addr: p.Addr(), ReadTimeout: time.Minute, MaxRetries: -1})
+		t.Cleanup(func() { rc.Close() })
+		clients[i] = rc
+		proxies = append(proxies, p)
+	}
+	return servers, clients, proxies
+}
+
+// TestRenewalRetriesDoNotSpin: when a quorum of nodes stops answering during Do, the
+// renewals that fail (at once, once those nodes are stalled) are retried after the retry
+// pause, not in a busy loop, until fn is told the lock is lost.
+func TestRenewalRetriesDoNotSpin(t *testing.T) {
+	_, clients, proxies := blackholedNodes(t, 5, 3)
+	trips := &pipelineCounter{}
+	clients[4].(*redis.Client).AddHook(trips)
+	c := newTestClient(t, clients, WithNodeTimeout(50*time.Millisecond), WithRetryDelay(20*time.Millisecond))
+	ctx := ctxT(t, 30*time.Second)
+	ttl := 1500 * time.Millisecond
+	err := c.Do(ctx, "spin", ttl, func(fctx context.Context, l *Lock) error {
+		for _, p := range proxies {
+			p.SetBlackhole(true)
+		}
+		<-fctx.Done()
+		return nil
+	})
+	if !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Do: %v, want ErrLockLost", err)
+	}
+	for _, p := range proxies {
+		p.SetBlackhole(false)
+		p.Drop()
+	}
+	// About 1.35 s from the first renewal (at 0.5 s) to the cancel point, retrying every
+	// 20 ms at most: a few dozen extends reach the healthy node. A busy loop sends
+	// hundreds of thousands.
+	t.Logf("%d commands reached the healthy node", trips.cmds.Load())
+	if n := trips.cmds.Load(); n > 300 {
+		t.Fatalf("%d commands reached a healthy node while the renewals failed", n)
+	}
+}
+
+// TestReleaseSkipsNodesNeverWritten: a lock won while a node was stalled (its acquire call
+// there refused without being written) is released without queueing anything for that
+// node, so releases do not pile up behind a stalled node.
+func TestReleaseSkipsNodesNeverWritten(t *testing.T) {
+	_, clients, proxies := blackholedNodes(t, 5, 1)
+	c := newTestClient(t, clients, WithNodeTimeout(50*time.Millisecond), WithNodeConcurrency(1))
+	ctx := ctxT(t, 30*time.Second)
+	proxies[0].SetBlackhole(true)
+	l, err := c.TryAcquire(ctx, "skip:0", time.Minute) // its call to node 0 stalls the node
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		q := c.nodes[0].q
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.stalled()
+	})
+	for i := range 50 {
+		l2, err := c.TryAcquire(ctx, fmt.Sprintf("skip:%d", i+1), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := c.nodes[0].q
+	q.mu.Lock()
+	queued := len(q.queue)
+	q.mu.Unlock()
+	if queued != 0 {
+		t.Fatalf("%d calls queued for the stalled node after 50 acquire+release", queued)
+	}
+	proxies[0].SetBlackhole(false)
+	proxies[0].Drop()
+	_ = l.Release(ctx)
 }

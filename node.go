@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,25 +21,16 @@ type node struct {
 func nodeAddr(c redis.UniversalClient) string {
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().Addr
+		if a := c.Options().Addr; a != "FailoverClient" { // go-redis's placeholder for Sentinel
+			return a
+		}
+		return "" // a Sentinel-managed master: told apart by its run_id (checkDistinct)
 	case *redis.ClusterClient:
 		addrs := append([]string(nil), c.Options().Addrs...)
 		sort.Strings(addrs)
 		return strings.Join(addrs, ",")
 	}
 	return ""
-}
-
-// honoursContext reports whether a go-redis client applies context deadlines to its socket
-// reads (ContextTimeoutEnabled); for client types that do not say, it assumes so.
-func honoursContext(c redis.UniversalClient) bool {
-	switch c := c.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return true
 }
 
 // isNil reports whether c is nil, including a typed nil pointer inside the interface.
@@ -82,4 +74,56 @@ func newNodes(clients []redis.UniversalClient) ([]node, error) {
 // nodeErr wraps a per-node failure.
 func (c *Client) nodeErr(i int, err error) *NodeError {
 	return &NodeError{Node: i, Addr: c.nodes[i].addr, Err: err}
+}
+
+// checkDistinct asks every node for its run_id (INFO server) and refuses two nodes that
+// answer with the same one: one server reached under two addresses (127.0.0.1:7604 and
+// localhost:7604) is not two independent nodes. It waits at most min(node timeout, 1 s); a
+// node that does not answer by then, or cannot (a user without +info, a server whose INFO has
+// no server section), is not checked.
+func (c *Client) checkDistinct() error {
+	n := len(c.nodes)
+	replies := make(chan event, 2*n)
+	cmd := &command{args: []any{"info", "server"}, kind: replyString}
+	for i := range c.nodes {
+		c.sendTo(i, cmd.newCall(0, chanSink(replies)))
+	}
+	timer := time.NewTimer(min(c.cfg.nodeTimeout, time.Second))
+	defer timer.Stop()
+	ids := make([]string, n)
+	for got := 0; got < n; {
+		select {
+		case ev := <-replies:
+			if ev.out == late {
+				continue
+			}
+			got++
+			if ev.err == nil {
+				ids[ev.node] = runID(ev.str)
+			}
+		case <-timer.C:
+			got = n
+		}
+	}
+	seen := make(map[string]int, n)
+	for i, id := range ids {
+		if id == "" {
+			continue
+		}
+		if j, dup := seen[id]; dup {
+			return invalidf("nodes %d and %d are the same Redis server (run_id %s) under two addresses; Redlock needs independent nodes", j, i, id)
+		}
+		seen[id] = i
+	}
+	return nil
+}
+
+// runID returns the run_id field of an INFO server reply, "" when there is none.
+func runID(info string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+			return v
+		}
+	}
+	return ""
 }

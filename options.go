@@ -106,10 +106,13 @@ func WithDriftFactor(f float64) Option {
 }
 
 // WithNodeTimeout bounds how long one call waits for one node's reply (d > 0), counted from
-// the moment the call is written to the node (time spent in the node's queue, see
-// [WithNodeConcurrency], does not count). A node that has not answered by then counts as
-// failed for that operation, even when its go-redis client ignores context deadlines; and
-// while every call in flight to a node is past its node timeout, new calls to that node
+// the moment its pipeline is handed to go-redis (which includes any wait for a pooled
+// connection or a dial; time spent in the node's queue, see [WithNodeConcurrency], does not
+// count). A node that has not answered by then counts as failed for that operation, even
+// when its go-redis client ignores context deadlines. Two refinements (docs/design.md §3.7):
+// while the node keeps answering other pipelines, the wait is extended up to
+// max(4 d, 1 s) from the write, since the delay is then most likely this process's own;
+// and while every call in flight to a node is past its node timeout, new calls to that node
 // fail at once without being sent. Default [DefaultNodeTimeout].
 func WithNodeTimeout(d time.Duration) Option {
 	return func(c *config) error {
@@ -128,7 +131,10 @@ func WithNodeTimeout(d time.Duration) Option {
 // than the connections and round trips. A call waiting in the queue is not yet timing out:
 // the node timeout starts when its pipeline is written. Keep n at or below the node
 // client's pool size (go-redis: PoolSize, 10 per CPU by default), or the extra pipelines
-// wait for a connection. Default [DefaultNodeConcurrency].
+// wait for a connection. On a hung node each sender stays blocked until go-redis gives up
+// on its pipeline (read timeout and retries: 15 s or more with go-redis v9.23's defaults),
+// which is why calls to a node whose senders are all overdue fail at once.
+// Default [DefaultNodeConcurrency].
 func WithNodeConcurrency(n int) Option {
 	return func(c *config) error {
 		if n < 1 || n > 1024 {

@@ -44,7 +44,9 @@ func (o *quorumOp) start(acq []*call, cmd *command, cancelQueued bool) {
 		if acq != nil {
 			prev = acq[i]
 		}
-		if cancelQueued && prev != nil && prev.cancel() {
+		// Never written to this node: still queued (cancelled now), or dropped before (the
+		// node was stalled, or the attempt failed). Our key is not there and never will be.
+		if cancelQueued && prev != nil && (prev.cancel() || prev.state.Load() == callCancelled) {
 			o.deliver(event{node: i, out: notSent, err: errAcquireNotSent})
 			continue
 		}

@@ -414,3 +414,34 @@ func TestRealACLUser(t *testing.T) {
 		t.Fatalf("KEYS as the ACL user: %v, want NOPERM", err)
 	}
 }
+
+// TestRealSameServerTwice: one redis-server given under two addresses is refused by New (its
+// run_id answers twice), and two Sentinel-managed clients, which go-redis gives no address
+// of their own, are no longer mistaken for one node.
+func TestRealSameServerTwice(t *testing.T) {
+	cluster := redisproc.StartT(t, 2, redisproc.Config{})
+	a := cluster.Addrs()[0]
+	_, port, _ := strings.Cut(a, ":")
+	twin := redis.NewClient(&redis.Options{Addr: "localhost:" + port})
+	t.Cleanup(func() { twin.Close() })
+	clients := append(cluster.ClientsT(t), twin)
+	if _, err := New(clients); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "same Redis server") {
+		t.Fatalf("New with %s and localhost:%s: %v, want ErrInvalidArgument", a, port, err)
+	}
+	if c, err := New(cluster.ClientsT(t)); err != nil {
+		t.Fatalf("New with distinct servers: %v", err)
+	} else {
+		c.Close()
+	}
+	var failover []redis.UniversalClient
+	for _, m := range []string{"m1", "m2", "m3"} {
+		fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: m, SentinelAddrs: []string{"127.0.0.1:1"}, MaxRetries: -1})
+		t.Cleanup(func() { fc.Close() })
+		failover = append(failover, fc)
+	}
+	c, err := New(failover, WithNodeTimeout(50*time.Millisecond))
+	if err != nil {
+		t.Fatalf("New with three Sentinel-managed clients: %v", err)
+	}
+	c.Close()
+}

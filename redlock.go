@@ -36,9 +36,14 @@ type Client struct {
 // New returns a Client over the given nodes. Each element must be a distinct, non-nil
 // go-redis client of an independent Redis server (or cluster); two clients with the same
 // address count as the same node. The quorum is a majority of the nodes, raised by
-// [WithAmnesiaTolerance]. New sends no command. It returns an error matching
-// ErrInvalidArgument for no nodes, a nil node, a node given twice, a nil option or an option
-// out of range. The clients stay owned by the caller: Close does not close them.
+// [WithAmnesiaTolerance]. New sends one command, INFO server, to every node, and refuses two
+// nodes that are the same server under two addresses (same run_id); it waits at most
+// min(node timeout, 1 s) for that, and a node that does not answer in time is not checked.
+// It returns an error matching ErrInvalidArgument for no nodes, a nil node, a node given
+// twice (the same client, the same address, or the same run_id), a nil option or an option
+// out of range. Sentinel-managed clients (redis.NewFailoverClient) have no address of their
+// own and are told apart by run_id alone. The clients stay owned by the caller: Close does
+// not close them.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	ns, err := newNodes(nodes)
 	if err != nil {
@@ -65,6 +70,10 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
 	}
 	c.renewer.c = c
+	if err := c.checkDistinct(); err != nil {
+		c.Close()
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -74,8 +83,9 @@ func (c *Client) Quorum() int { return c.quorum }
 // Nodes returns the number of nodes.
 func (c *Client) Nodes() int { return len(c.nodes) }
 
-// Close shuts the client down: it waits for every call in flight (a running [Client.Do]
-// included) and the background work they started (undoing failed acquires, replies arriving
+// Close shuts the client down: Acquire calls waiting between attempts return ErrClosed at
+// once; Close waits for every call in flight (a running [Client.Do] included) and the
+// background work they started (undoing failed acquires, replies arriving
 // after an outcome was decided), then releases every Lock of this client that is still held,
 // waits for those releases (each bounded as a Release is), and makes every later call fail
 // with ErrClosed. A Release after Close returns an error matching ErrReleased when Close
@@ -83,7 +93,9 @@ func (c *Client) Nodes() int { return len(c.nodes) }
 // that uses the locks, then Close the Client, then close the node clients (Close does not
 // close them). Close is idempotent and safe to call concurrently with other calls; a second
 // Close waits for the first. A node that hangs delays Close until its go-redis client gives
-// up (its read timeout, 3 s by default). Close always returns nil.
+// up on the calls already written to it: with go-redis v9.23's defaults (a 5 s read timeout,
+// 3 retries) that can take 15 s or more; clients with ContextTimeoutEnabled stop at the exec
+// budget, max(4 × node timeout, 1 s). Close always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	first := !c.closed
@@ -93,6 +105,7 @@ func (c *Client) Close() error {
 		<-c.closeDone
 		return nil
 	}
+	c.wait.closeAll() // Acquire calls waiting for a key return ErrClosed at once
 	c.bg.Wait()
 	c.heldMu.Lock()
 	left := make([]*Lock, 0, len(c.held))
@@ -202,7 +215,9 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // when the key was held elsewhere, and d doubled for each consecutive attempt that failed
 // without any node reporting a holder (nodes timing out or failing: overload, not
 // contention), up to 32 d or one second, whichever is larger. A retry limit counts this
-// call's own attempts, not its time in the queue. Safe for concurrent use.
+// call's own attempts, not its time in the queue. After [Client.Close], Acquire returns
+// ErrClosed (which does not match ErrNotAcquired), at once also for calls that were waiting.
+// Safe for concurrent use.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalidf("context is nil")
@@ -430,7 +445,8 @@ func (l *Lock) extendOutcome(start time.Time, ttl time.Duration) func(error) err
 // if a quorum confirmed in that time, else an error matching ErrNotHeld and ctx.Err().
 //
 // Errors: a *QuorumError matching ErrNotHeld when fewer than a quorum still held our key
-// (it expired, or nodes failed); keys left anywhere then expire with their TTL. When ctx
+// (it expired, or nodes failed; also when the lock was granted on exactly a quorum and one of
+// those nodes fails before the release); keys left anywhere then expire with their TTL. When ctx
 // ends while waiting, the calls still go out, and the error matches ErrNotHeld and
 // ctx.Err(). After [Client.Close]: ErrReleased if Close released the lock, ErrClosed if it
 // could not. ErrInvalidArgument for a nil Lock or context.

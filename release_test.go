@@ -125,3 +125,34 @@ func TestDoWhenFnReleases(t *testing.T) {
 		t.Fatalf("Do: %v", err)
 	}
 }
+
+// TestCloseWakesWaiters: Acquire calls queued on a key held elsewhere return ErrClosed as
+// soon as the client is closed, not one retry pause after another.
+func TestCloseWakesWaiters(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	for _, s := range servers {
+		s.Set(testKey, "someone-else")
+		s.SetTTL(testKey, time.Hour)
+	}
+	c, err := New(clients, WithNodeTimeout(2*time.Second), WithRetryDelay(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	errs := make(chan error, 50)
+	for range 50 {
+		go func() { _, err := c.Acquire(ctx, testKey, time.Minute); errs <- err }()
+	}
+	waitFor(t, func() bool {
+		c.wait.mu.Lock()
+		defer c.wait.mu.Unlock()
+		return len(c.wait.m[testKey]) == 50
+	})
+	c.Close()
+	// With a retry delay of a minute, a waiter that was not woken would outlast ctx.
+	for range 50 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("Acquire after Close: %v, want ErrClosed", err)
+		}
+	}
+}

@@ -110,7 +110,8 @@ func (r *renewer) loop() {
 		// holds share a wake-up and, through the transport, one pipeline per node.
 		for len(r.holds) > 0 {
 			top := r.holds[0]
-			if top.wake.After(now) && (top.inflight || top.next.Sub(now) > top.interval/8) {
+			// Early only after a confirmed renewal: a hold that is retrying waits its pause out.
+			if top.wake.After(now) && (top.inflight || top.last != nil || top.next.Sub(now) > top.interval/8) {
 				break
 			}
 			h := heap.Pop(&r.holds).(*hold)
@@ -121,10 +122,18 @@ func (r *renewer) loop() {
 				lose = append(lose, h)
 				continue
 			}
-			if !h.inflight {
-				h.inflight = true
-				renew = append(renew, h)
+			if h.inflight || now.Before(h.next) && h.last != nil {
+				// A renewal is out, or a retry's pause has not passed: only the cancel point
+				// (or the retry) is due.
+				h.wake = earliest(h.next, cancelAt)
+				if h.inflight {
+					h.wake = cancelAt
+				}
+				later = append(later, h)
+				continue
 			}
+			h.inflight = true
+			renew = append(renew, h)
 			h.wake = cancelAt // while the renewal is out, only the cancel point matters
 			later = append(later, h)
 		}

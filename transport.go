@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,7 +43,8 @@ type event struct {
 	tag   uint8 // the owner's label (acquire or raise)
 	out   outcome
 	val   int64 // the integer reply (replyInt, replySetNX)
-	slice []any // the array reply (replySlice)
+	slice []any  // the array reply (replySlice)
+	str   string // the string reply (replyString)
 	err   error
 }
 
@@ -60,6 +62,7 @@ const (
 	replyInt   replyKind = iota // an integer reply (the scripts)
 	replySetNX                  // SET NX: OK is 1, nil is 0
 	replySlice                  // an array reply (status.lua)
+	replyString                 // a bulk string reply (INFO)
 )
 
 // Call states. Only the queued → sent and queued → cancelled moves race, and both are
@@ -86,6 +89,8 @@ type call struct {
 	mu    sync.Mutex
 	final bool    // its real fate is known: answered, or never written
 	next  []*call // to enqueue once final (per-node ordering after this call)
+
+	overdue atomic.Bool // a timeout was reported before it was written (waiting behind a call)
 }
 
 // cancel drops the call if it has not been written yet. It reports whether it did; the
@@ -97,7 +102,6 @@ type nodeQueue struct {
 	cl          *Client
 	node        int
 	rc          redis.UniversalClient
-	ctxTimeouts bool          // the client honours context deadlines (go-redis ContextTimeoutEnabled)
 	wake        chan struct{} // work for an idle sender; buffered
 
 	mu       sync.Mutex
@@ -109,8 +113,7 @@ type nodeQueue struct {
 }
 
 func newNodeQueue(cl *Client, i int, rc redis.UniversalClient) *nodeQueue {
-	return &nodeQueue{cl: cl, node: i, rc: rc, ctxTimeouts: honoursContext(rc),
-		wake: make(chan struct{}, cl.cfg.nodeConcurrency)}
+	return &nodeQueue{cl: cl, node: i, rc: rc, wake: make(chan struct{}, cl.cfg.nodeConcurrency)}
 }
 
 // batch is what one sender writes at once. Each sender keeps one and reuses it.
@@ -165,6 +168,10 @@ func (q *nodeQueue) send(c *call) {
 
 // sendAfter enqueues c once prev is final, so that c cannot overtake prev on this node.
 // prev nil means no ordering.
+//
+// While c waits behind a call that has already timed out (the node is not answering it), c
+// is reported as timed out too, so that its owner can decide without it; c itself still goes
+// out, in order, once prev is final.
 func (q *nodeQueue) sendAfter(prev, c *call) {
 	if prev != nil {
 		prev.mu.Lock()
@@ -172,11 +179,21 @@ func (q *nodeQueue) sendAfter(prev, c *call) {
 			q.cl.bg.Add(1) // held by c while it waits; released when it is enqueued
 			prev.next = append(prev.next, c)
 			prev.mu.Unlock()
+			if prev.state.Load() == callTimedOut {
+				q.reportWaitingTimeout(c)
+			}
 			return
 		}
 		prev.mu.Unlock()
 	}
 	q.send(c)
+}
+
+// reportWaitingTimeout reports, once, that c is timed out while it waits behind a call.
+func (q *nodeQueue) reportWaitingTimeout(c *call) {
+	if c.overdue.CompareAndSwap(false, true) {
+		q.report(c, event{out: timedOut, err: errNodeTimeout})
+	}
 }
 
 // run is one sender: it writes batches while there is work, and ends after it has found
@@ -260,14 +277,11 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	b.written = time.Now()
 	b.timer.Reset(q.cl.cfg.nodeTimeout)
 	b.mu.Unlock()
-	ctx := context.Background()
-	if q.ctxTimeouts {
-		// A bound on how long the sender can be held; clients that ignore context deadlines
-		// stop at their own read timeout instead.
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, q.cl.execBudget())
-		defer cancel()
-	}
+	// Every batch carries a deadline, the exec budget: clients that honour context deadlines
+	// (and go-redis hooks that watch ctx) stop there; the others stop at their own read
+	// timeout. The node timeout itself is the timer above.
+	ctx, cancel := context.WithTimeout(context.Background(), q.cl.execBudget())
+	defer cancel()
 	cmds = q.write(ctx, calls, cmds)
 	b.mu.Lock() // an expire that has started reports its timeouts first
 	defer b.mu.Unlock()
@@ -372,6 +386,12 @@ func (q *nodeQueue) expire(b *batch) {
 		}
 		if c.state.CompareAndSwap(callSent, callTimedOut) {
 			q.report(c, event{out: timedOut, err: errNodeTimeout})
+			c.mu.Lock()
+			waiting := slices.Clone(c.next)
+			c.mu.Unlock()
+			for _, n := range waiting {
+				q.reportWaitingTimeout(n)
+			}
 		}
 	}
 	if rearm {
@@ -457,6 +477,9 @@ func decode(kind replyKind, cmd *redis.Cmd) event {
 	case replySlice:
 		v, err := cmd.Slice()
 		return event{slice: v, err: err}
+	case replyString:
+		v, err := cmd.Text()
+		return event{str: v, err: err}
 	}
 	v, err := cmd.Int64()
 	return event{val: v, err: err}

@@ -15,8 +15,9 @@ import (
 // again in a loop cannot starve the others. Waiters for a lock held by another process
 // still rely on the head's retry pause. An entry lives only while someone waits on its key.
 type waitQueues struct {
-	mu sync.Mutex
-	m  map[string][]*waiter // per key, oldest first; m[key][0] is the head
+	mu     sync.Mutex
+	m      map[string][]*waiter // per key, oldest first; m[key][0] is the head
+	closed bool                 // the client is closed: every waiter goes now (and fails)
 }
 
 // waiter is one Acquire's place in a queue.
@@ -55,6 +56,9 @@ func (q *waitQueues) join(key string) *waiter {
 func (q *waitQueues) head(key string, w *waiter) (isHead, kicked bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return true, true
+	}
 	if l := q.m[key]; len(l) == 0 || l[0] != w {
 		return false, false
 	}
@@ -81,6 +85,19 @@ func (q *waitQueues) leave(key string, w *waiter) {
 		delete(q.m, key)
 	} else {
 		q.m[key] = l
+	}
+}
+
+// closeAll wakes every waiter of every key: the client is closing, and their next attempt
+// returns ErrClosed at once instead of after a retry pause each.
+func (q *waitQueues) closeAll() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for _, l := range q.m {
+		for _, w := range l {
+			pokeWaiter(w)
+		}
 	}
 }
 

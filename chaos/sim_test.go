@@ -151,6 +151,7 @@ func newSimWorld(cfg simConfig) (*simWorld, error) {
 		m.ClockTTL(true)
 		w.servers = append(w.servers, m)
 	}
+	frozenAt := time.Now() // one constant seed for every client: New's own round trips take time
 	for c := range cfg.clients {
 		var links []*simLink
 		var cs []redis.UniversalClient
@@ -173,7 +174,7 @@ func newSimWorld(cfg simConfig) (*simWorld, error) {
 		opts := []redlock.Option{redlock.WithNodeTimeout(50 * time.Millisecond),
 			redlock.WithAmnesiaTolerance(cfg.amnesia), redlock.WithCounterIdleTTL(0)}
 		if cfg.frozen {
-			opts = append(opts, redlock.WithClock(frozenClock{t: time.Now()}))
+			opts = append(opts, redlock.WithClock(frozenClock{t: frozenAt}))
 		}
 		cl, err := redlock.New(cs, opts...)
 		if err != nil {

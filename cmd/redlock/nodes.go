@@ -268,7 +268,7 @@ func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
 // dialNodes returns one go-redis client per URL for the commands that work with real nodes
 // (exec, status). The clients honour context deadlines on reads and writes, so no call
 // outlives the library's node timeout: a hung node then delays neither a renewal nor
-// Client.Close, which otherwise waits for go-redis's 3 s read timeout. They dial once and
+// Client.Close, which otherwise waits for go-redis's read timeout (5 s in v9.23) and its retries. They dial once and
 // do not resend a command: a refused connection is then reported as such instead of as a
 // timeout, and retrying is the lock protocol's business (the next attempt or renewal).
 func dialNodes(urls []nodeURL) []redis.UniversalClient {
