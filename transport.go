@@ -42,7 +42,7 @@ type event struct {
 	node  int
 	tag   uint8 // the owner's label (acquire or raise)
 	out   outcome
-	val   int64 // the integer reply (replyInt, replySetNX)
+	val   int64  // the integer reply (replyInt, replySetNX)
 	slice []any  // the array reply (replySlice)
 	str   string // the string reply (replyString)
 	err   error
@@ -59,10 +59,10 @@ type sink interface{ deliver(ev event) }
 type replyKind uint8
 
 const (
-	replyInt   replyKind = iota // an integer reply (the scripts)
-	replySetNX                  // SET NX: OK is 1, nil is 0
-	replySlice                  // an array reply (status.lua)
-	replyString                 // a bulk string reply (INFO)
+	replyInt    replyKind = iota // an integer reply (the scripts)
+	replySetNX                   // SET NX: OK is 1, nil is 0
+	replySlice                   // an array reply (status.lua)
+	replyString                  // a bulk string reply (INFO)
 )
 
 // Call states. Only the queued → sent and queued → cancelled moves race, and both are
@@ -99,10 +99,10 @@ func (c *call) cancel() bool { return c.state.CompareAndSwap(callQueued, callCan
 
 // nodeQueue is the transport of one node.
 type nodeQueue struct {
-	cl          *Client
-	node        int
-	rc          redis.UniversalClient
-	wake        chan struct{} // work for an idle sender; buffered
+	cl   *Client
+	node int
+	rc   redis.UniversalClient
+	wake chan struct{} // work for an idle sender; buffered
 
 	mu       sync.Mutex
 	queue    []*call
