@@ -119,6 +119,7 @@ type execConfig struct {
 	lostCode     int
 	verbose      bool
 	keepNodeEnv  bool
+	tls          tlsFlags
 }
 
 func runExec(ctx context.Context, e *env, args []string) error {
@@ -128,6 +129,9 @@ func runExec(ctx context.Context, e *env, args []string) error {
 	}
 	urls, _, err := realNodes(e, "exec", cfg.nodesFlag)
 	if err != nil {
+		return err
+	}
+	if err := cfg.tls.apply("exec", urls); err != nil {
 		return err
 	}
 	x := &execRun{cfg: cfg, e: e}
@@ -148,6 +152,7 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	fs.IntVar(&cfg.lostCode, "lost-exit-code", defaultLostExitCode, "exit status when the lock is lost while CMD runs")
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cliNodeTimeout, "how long one call waits for one node")
 	fs.IntVar(&cfg.amnesia, "amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's other users")
+	cfg.tls.register(fs)
 	fs.BoolVar(&cfg.keepNodeEnv, "keep-node-env", false, "pass $"+nodesEnv+", $"+nodesFileEnv+" and $"+authEnv+" on to CMD (by default they are removed from its environment: they may hold passwords)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "say on stderr what redlock does (acquire, token, renewal failures, release)")
 	fs.BoolVar(&cfg.verbose, "v", false, "short for --verbose")
@@ -330,7 +335,7 @@ func (x *execRun) preflight(ctx context.Context, urls []nodeURL, quorum int) err
 		case err == nil:
 			ok++
 		case !errors.Is(err, errNotWaited):
-			failed = append(failed, fmt.Sprintf("node %s: %v", urls[i].opts.Addr, err))
+			failed = append(failed, fmt.Sprintf("node %s: %s", urls[i].opts.Addr, tlsHint(err.Error())))
 		}
 	}
 	if ok >= quorum {

@@ -204,7 +204,7 @@ func pingAll(ctx context.Context, urls []nodeURL, source string) error {
 		}
 		failed++
 		if first == nil {
-			first = fmt.Errorf("node %s (from %s) did not answer PING: %v", urls[i].opts.Addr, source, err)
+			first = fmt.Errorf("node %s (from %s) did not answer PING: %s", urls[i].opts.Addr, source, tlsHint(err.Error()))
 		}
 	}
 	if failed > 1 {

@@ -42,6 +42,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON document instead of the table")
 	nodeTimeout := fs.Duration("node-timeout", statusNodeTimeout, "how long to wait for each node")
 	amnesia := fs.Int("amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
+	var tlsf tlsFlags
+	tlsf.register(fs)
 	pos, err := parseInterspersed(fs, e, args)
 	if err != nil {
 		return err
@@ -55,6 +57,9 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	}
 	urls, _, err := realNodes(e, "status", *nodesFlag)
 	if err != nil {
+		return err
+	}
+	if err := tlsf.apply("status", urls); err != nil {
 		return err
 	}
 	clients := dialNodes(urls)
@@ -80,7 +85,14 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 		writeStatusTable(e.stdout, st)
 	}
 	if n := answered(st); n < st.Quorum {
-		return fmt.Errorf("status: only %d of %d nodes answered, quorum is %d: the state of %q is unknown", n, len(st.Nodes), st.Quorum, key)
+		first := ""
+		for _, ns := range st.Nodes {
+			if ns.Err != nil {
+				first = "; first failure: " + tlsHint(bare(ns.Err))
+				break
+			}
+		}
+		return fmt.Errorf("status: only %d of %d nodes answered, quorum is %d: the state of %q is unknown%s", n, len(st.Nodes), st.Quorum, key, first)
 	}
 	return nil
 }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisproc"
+)
+
+// testPKI writes a CA, a server certificate for 127.0.0.1 and a client certificate, all
+// signed by the CA, as PEM files in dir.
+func testPKI(t *testing.T, dir string) (ca, srvCert, srvKey, cliCert, cliKey string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redlock test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	leaf := func(serial int64, name string, usage x509.ExtKeyUsage) (string, string) {
+		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+			KeyUsage: x509.KeyUsageDigitalSignature}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kder, _ := x509.MarshalECPrivateKey(k)
+		return write(name+".crt", "CERTIFICATE", der), write(name+".key", "EC PRIVATE KEY", kder)
+	}
+	ca = write("ca.crt", "CERTIFICATE", caDER)
+	srvCert, srvKey = leaf(2, "server", x509.ExtKeyUsageServerAuth)
+	cliCert, cliKey = leaf(3, "client", x509.ExtKeyUsageClientAuth)
+	return
+}
+
+// TestTLSNodes: exec and status reach redis-server nodes over TLS that verify client
+// certificates, with --tls-ca, --tls-cert and --tls-key; without the CA the failure says
+// what to pass; TLS flags with a plain redis:// node are a usage error.
+func TestTLSNodes(t *testing.T) {
+	dir := t.TempDir()
+	ca, srvCert, srvKey, cliCert, cliKey := testPKI(t, dir)
+	var urls []string
+	var clusters []*redisproc.Cluster
+	for range 3 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		c := redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: []string{"--tls-port", strconv.Itoa(port),
+			"--tls-cert-file", srvCert, "--tls-key-file", srvKey, "--tls-ca-cert-file", ca, "--tls-auth-clients", "yes"}})
+		clusters = append(clusters, c)
+		urls = append(urls, "rediss://127.0.0.1:"+strconv.Itoa(port))
+	}
+	nodes := strings.Join(urls, ",")
+	flags := []string{"--tls-ca", ca, "--tls-cert", cliCert, "--tls-key", cliKey}
+	if code, _, errOut := runBin(t, nil, append([]string{"exec", "--nodes", nodes}, append(flags, "tls:job", "--", "true")...)...); code != 0 {
+		t.Fatalf("exec over TLS: exit code %d, stderr %q", code, errOut)
+	}
+	if code, out, errOut := runBin(t, nil, append([]string{"status", "--nodes", nodes}, append(flags, "tls:job")...)...); code != 0 || !strings.Contains(out, "quorum 2") {
+		t.Fatalf("status over TLS: exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// Without the CA: the system roots do not know it.
+	code, _, errOut := runBin(t, nil, "status", "--nodes", nodes, "--tls-cert", cliCert, "--tls-key", cliKey, "tls:job")
+	if code == 0 || !strings.Contains(errOut, "--tls-ca") {
+		t.Fatalf("without --tls-ca: exit code %d, stderr %q", code, errOut)
+	}
+	// TLS flags and a plain node.
+	code, _, errOut = runBin(t, nil, "status", "--nodes", "redis://127.0.0.1:1", "--tls-ca", ca, "tls:job")
+	if code != exitUsage || !strings.Contains(errOut, "not a rediss:// URL") {
+		t.Fatalf("TLS flags with redis://: exit code %d, stderr %q", code, errOut)
+	}
+	_ = clusters
+}
