@@ -124,7 +124,86 @@ type batch struct {
 	timer   *time.Timer // the node timeout of the batch in flight
 	overdue bool        // past the node timeout while in flight; guarded by the queue's mu
 	back    bool        // its replies are in; guarded by the queue's mu
+	ctx     batchCtx    // the context of the batch in flight
 }
+
+// batchCtx is the context a sender gives go-redis for each of its batches: no values, a
+// deadline of the exec budget, and Done closed at that deadline. One per sender, reused from
+// batch to batch (a context.WithTimeout per batch was a tenth of an acquire's allocations);
+// each batch gets a new generation, so a timer that fires late cannot end a later batch.
+type batchCtx struct {
+	timer *time.Timer
+
+	mu       sync.Mutex
+	gen      uint64
+	armed    uint64 // the generation the timer was set for
+	deadline time.Time
+	done     chan struct{} // made on first Done of a generation
+	expired  bool
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// start begins a new generation with a deadline budget from now.
+func (c *batchCtx) start(budget time.Duration) context.Context {
+	c.mu.Lock()
+	c.gen++
+	c.armed = c.gen
+	c.deadline = time.Now().Add(budget)
+	c.done, c.expired = nil, false
+	c.mu.Unlock()
+	c.timer.Reset(budget)
+	return c
+}
+
+// stop ends the generation.
+func (c *batchCtx) stop() {
+	c.timer.Stop()
+	c.mu.Lock()
+	c.gen++
+	c.mu.Unlock()
+}
+
+func (c *batchCtx) expire() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.armed != c.gen || c.expired {
+		return // fired for a generation that has ended
+	}
+	c.expired = true
+	if c.done != nil {
+		close(c.done)
+	}
+}
+
+func (c *batchCtx) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadline, true
+}
+
+func (c *batchCtx) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.expired:
+		return closedChan
+	case c.done == nil:
+		c.done = make(chan struct{})
+	}
+	return c.done
+}
+
+func (c *batchCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.expired {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+func (c *batchCtx) Value(any) any { return nil }
 
 // maxBatch caps the calls of one pipeline, so that one write stays a bounded amount of
 // work for the node and for the reader.
@@ -204,6 +283,9 @@ func (q *nodeQueue) run() {
 	b.timer = time.AfterFunc(time.Hour, func() { q.expire(b) })
 	b.timer.Stop()
 	defer b.timer.Stop()
+	b.ctx.timer = time.AfterFunc(time.Hour, b.ctx.expire)
+	b.ctx.timer.Stop()
+	defer b.ctx.timer.Stop()
 	linger := time.NewTimer(senderLinger)
 	defer linger.Stop()
 	var spare []*call
@@ -280,8 +362,8 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	// Every batch carries a deadline, the exec budget: clients that honour context deadlines
 	// (and go-redis hooks that watch ctx) stop there; the others stop at their own read
 	// timeout. The node timeout itself is the timer above.
-	ctx, cancel := context.WithTimeout(context.Background(), q.cl.execBudget())
-	defer cancel()
+	ctx := b.ctx.start(q.cl.execBudget())
+	defer b.ctx.stop()
 	cmds = q.write(ctx, calls, cmds)
 	b.mu.Lock() // an expire that has started reports its timeouts first
 	defer b.mu.Unlock()
@@ -424,11 +506,14 @@ func (q *nodeQueue) expire(b *batch) {
 
 // report gives an event to the call's owner.
 func (q *nodeQueue) report(c *call, ev event) {
-	if c.sink == nil {
+	c.mu.Lock()
+	s := c.sink // finish clears it, possibly on another goroutine
+	c.mu.Unlock()
+	if s == nil {
 		return
 	}
 	ev.call, ev.node, ev.tag = c, c.node, c.tag
-	c.sink.deliver(ev)
+	s.deliver(ev)
 }
 
 // finish marks c final: the calls ordered after it are enqueued, and it stops counting as
