@@ -269,16 +269,7 @@ func TestWaitersDoNotPoll(t *testing.T) {
 // TestFailedAttemptDropsQueuedCalls: an attempt that fails before its call to a node was
 // written cancels that call, so nothing reaches that node and no undo is needed there.
 func TestFailedAttemptDropsQueuedCalls(t *testing.T) {
-	servers, clients := miniNodes(t, 3)
-	sentTo2 := countAttempts(clients[2:])
-	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithNodeConcurrency(1))
-	ctx := ctxT(t, 20*time.Second)
-	// Hold node 2's only sender: a call that blocks there until released.
-	block := &blockHook{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-	clients[2].(*redis.Client).AddHook(block)
-	st := make(chan error, 1)
-	go func() { _, err := c.Status(ctx, "other"); st <- err }()
-	<-block.entered
+	servers, c, ctx, sentTo2, unblock := busyNode2(t)
 	for _, s := range servers[:2] {
 		s.Set(testKey, "someone-else")
 		s.SetTTL(testKey, time.Hour)
@@ -286,10 +277,7 @@ func TestFailedAttemptDropsQueuedCalls(t *testing.T) {
 	if _, err := c.TryAcquire(ctx, testKey, time.Minute); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	close(block.gate)
-	if err := <-st; err != nil {
-		t.Fatal(err)
-	}
+	unblock()
 	settle(c)
 	// Node 2 ran the blocked status script, and nothing of the failed acquire.
 	if n := sentTo2.count(); n != 0 {
@@ -297,6 +285,28 @@ func TestFailedAttemptDropsQueuedCalls(t *testing.T) {
 	}
 	if servers[2].Exists(testKey) {
 		t.Fatal("node 2 holds the key of a failed attempt")
+	}
+}
+
+// busyNode2 starts 3 miniredis nodes and a client with one sender per node, and keeps node
+// 2's only sender busy (a Status call blocked in a hook), so that what the test sends to
+// node 2 waits in its queue. unblock lets the Status call finish and checks it.
+func busyNode2(t *testing.T) (servers []*miniredis.Miniredis, c *Client, ctx context.Context, sentTo2 *holderIDs, unblock func()) {
+	t.Helper()
+	servers, clients := miniNodes(t, 3)
+	sentTo2 = countAttempts(clients[2:])
+	c = newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithNodeConcurrency(1))
+	ctx = ctxT(t, 20*time.Second)
+	block := &blockHook{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
+	clients[2].(*redis.Client).AddHook(block)
+	st := make(chan error, 1)
+	go func() { _, err := c.Status(ctx, "other"); st <- err }()
+	<-block.entered
+	return servers, c, ctx, sentTo2, func() {
+		close(block.gate)
+		if err := <-st; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -377,15 +387,7 @@ var _ = miniredis.Miniredis{}
 // is still queued there; Release cancels that queued acquire, which then never reaches the
 // node, and returns once the quorum that holds the key has deleted it.
 func TestReleaseCancelsQueuedAcquire(t *testing.T) {
-	servers, clients := miniNodes(t, 3)
-	sentTo2 := countAttempts(clients[2:])
-	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithNodeConcurrency(1))
-	ctx := ctxT(t, 20*time.Second)
-	block := &blockHook{gate: make(chan struct{}), entered: make(chan struct{}, 1)}
-	clients[2].(*redis.Client).AddHook(block)
-	st := make(chan error, 1)
-	go func() { _, err := c.Status(ctx, "other"); st <- err }()
-	<-block.entered // node 2's only sender is busy: the acquire below queues there
+	servers, c, ctx, sentTo2, unblock := busyNode2(t)
 	l, err := c.TryAcquire(ctx, testKey, time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -393,10 +395,7 @@ func TestReleaseCancelsQueuedAcquire(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	close(block.gate)
-	if err := <-st; err != nil {
-		t.Fatal(err)
-	}
+	unblock()
 	settle(c)
 	if n := sentTo2.count(); n != 0 {
 		t.Fatalf("the cancelled acquire reached node 2 (%d attempts seen)", n)
