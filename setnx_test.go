@@ -129,6 +129,7 @@ type resendHook struct {
 	firstSet atomic.Bool
 	landed   chan error
 	gate     chan struct{}
+	sent     chan struct{} // closed once the first SET has been applied, when not nil
 }
 
 func (*resendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -147,6 +148,9 @@ func (h *resendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if h.landed != nil {
 			h.landed <- err
 		}
+		if h.sent != nil {
+			close(h.sent)
+		}
 		if err != nil {
 			return err
 		}
@@ -155,6 +159,30 @@ func (h *resendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			<-h.gate
 		}
 		return err
+	}
+}
+
+// holdSets holds every SET (alone or in a pipeline) until the channel until is closed.
+type holdSets struct{ until <-chan struct{} }
+
+func (*holdSets) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdSets) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "set" {
+			<-h.until
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *holdSets) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "set" {
+				<-h.until
+				break
+			}
+		}
+		return next(ctx, cmds)
 	}
 }
 
@@ -199,8 +227,13 @@ func TestWithoutFencingUndoesALateResentSet(t *testing.T) {
 		servers[i].Set(testKey, "someone-else")
 		servers[i].SetTTL(testKey, 5*time.Second)
 	}
-	hook := &resendHook{gate: make(chan struct{}), landed: make(chan error, 1)}
+	hook := &resendHook{gate: make(chan struct{}), landed: make(chan error, 1), sent: make(chan struct{})}
 	clients[4].(*redis.Client).AddHook(hook)
+	// The refusals of nodes 0-2 come only after node 4's first SET is applied: otherwise the
+	// attempt can fail while that SET is still queued, and the transport drops it unsent.
+	for _, rc := range clients[:3] {
+		rc.(*redis.Client).AddHook(&holdSets{until: hook.sent})
+	}
 
 	c := newTestClient(t, clients, WithoutFencing(), WithNodeTimeout(2*time.Second))
 	var open sync.Once
