@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"reflect"
 	"sort"
 	"strings"
@@ -83,28 +84,14 @@ func (c *Client) nodeErr(i int, err error) *NodeError {
 // no server section), is not checked.
 func (c *Client) checkDistinct() error {
 	n := len(c.nodes)
-	replies := make(chan event, 2*n)
-	cmd := &command{args: []any{"info", "server"}, kind: replyString}
-	for i := range c.nodes {
-		c.sendTo(i, cmd.newCall(0, chanSink(replies)))
-	}
-	timer := time.NewTimer(min(c.cfg.nodeTimeout, time.Second))
-	defer timer.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.nodeTimeout, time.Second))
+	defer cancel()
 	ids := make([]string, n)
-	for got := 0; got < n; {
-		select {
-		case ev := <-replies:
-			if ev.out == late {
-				continue
-			}
-			got++
-			if ev.err == nil {
-				ids[ev.node] = runID(ev.str)
-			}
-		case <-timer.C:
-			got = n
+	_ = c.askAll(ctx, &command{args: []any{"info", "server"}, kind: replyString}, func(ev event) {
+		if ev.err == nil {
+			ids[ev.node] = runID(ev.str)
 		}
-	}
+	}) // a node that has not answered by the deadline is not checked
 	seen := make(map[string]int, n)
 	for i, id := range ids {
 		if id == "" {

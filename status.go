@@ -62,25 +62,12 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 	defer c.end()
 
 	n := len(c.nodes)
-	replies := make(chan event, 2*n) // a timeout and a late reply per node at most
 	cmd := newScriptCall(statusScript, []string{key, fence})
 	cmd.kind = replySlice
-	sk := chanSink(replies)
-	for i := range c.nodes {
-		c.sendTo(i, cmd.newCall(0, sk))
-	}
 	st := &Status{Key: key, Quorum: c.quorum, Nodes: make([]NodeStatus, n)}
-	for got := 0; got < n; {
-		select {
-		case ev := <-replies:
-			if ev.out == late {
-				continue // reported as a timeout already
-			}
-			got++
-			st.Nodes[ev.node] = c.nodeStatus(ev.node, ev.slice, ev.err)
-		case <-ctx.Done():
-			return nil, fmt.Errorf("redlock: status %q: %w", quoteKey(key), ctx.Err())
-		}
+	err = c.askAll(ctx, cmd, func(ev event) { st.Nodes[ev.node] = c.nodeStatus(ev.node, ev.slice, ev.err) })
+	if err != nil {
+		return nil, fmt.Errorf("redlock: status %q: %w", quoteKey(key), err)
 	}
 	st.summarise(counterSeed(c.cfg.clock.Now()))
 	return st, nil
@@ -142,8 +129,3 @@ func (s *Status) summarise(seed int64) {
 		s.NextTokenAtLeast = next[need-1]
 	}
 }
-
-// chanSink delivers events into a channel that has room for all of them.
-type chanSink chan event
-
-func (s chanSink) deliver(ev event) { s <- ev }
