@@ -138,21 +138,7 @@ func (r *runner) scenarioF(ctx context.Context, id string) error {
 	// Slices of at least a second: a slice's end cuts the waits in progress short.
 	slice := max(r.cfg.Slice, time.Second)
 	r.logf("%s: %d contenders × %s, %d goroutines on one key, interleaved", id, len(cts), dur, r.cfg.Waiters)
-	for round := 0; ctx.Err() == nil; round++ {
-		ran := false
-		for j := range cts {
-			k := (j + round) % len(cts)
-			left := dur - sts[k].elapsed
-			if left <= 0 {
-				continue
-			}
-			ran = true
-			r.runContended(ctx, cts[k], sts[k], min(slice, left), ld)
-		}
-		if !ran {
-			break
-		}
-	}
+	r.interleaveContended(ctx, cts, sts, dur, slice, ld)
 
 	w := r.out
 	if id == "f0" {
@@ -205,4 +191,24 @@ func (r *runner) scenarioF(ctx context.Context, id string) error {
 	targetTable(w, ts)
 	r.add(ts...)
 	return nil
+}
+
+// interleaveContended runs every contender's contended slices in rotating order until each
+// has run for dur (or ctx ends), adding to its stats.
+func (r *runner) interleaveContended(ctx context.Context, cts []*contender, sts []*fStats, dur, slice time.Duration, ld contention) {
+	for round := 0; ctx.Err() == nil; round++ {
+		ran := false
+		for j := range cts {
+			k := (j + round) % len(cts)
+			left := dur - sts[k].elapsed
+			if left <= 0 {
+				continue
+			}
+			ran = true
+			r.runContended(ctx, cts[k], sts[k], min(slice, left), ld)
+		}
+		if !ran {
+			break
+		}
+	}
 }

@@ -55,21 +55,7 @@ func (r *runner) scenarioHung(ctx context.Context) (err error) {
 			sts[i] = &fStats{perG: make([]int, hungWorkers)}
 		}
 		r.logf("hung: %s, %d contenders × %s, interleaved", name, len(cts), r.cfg.HungDur)
-		for round := 0; ctx.Err() == nil; round++ {
-			ran := false
-			for j := range cts {
-				k := (j + round) % len(cts)
-				left := r.cfg.HungDur - sts[k].elapsed
-				if left <= 0 {
-					continue
-				}
-				ran = true
-				r.runContended(ctx, cts[k], sts[k], min(slice, left), ld)
-			}
-			if !ran {
-				break
-			}
-		}
+		r.interleaveContended(ctx, cts, sts, r.cfg.HungDur, slice, ld)
 		return sts
 	}
 	healthy := phase("5 healthy nodes")

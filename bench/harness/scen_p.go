@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -233,8 +234,8 @@ func (r *runner) scenarioRamp(ctx context.Context) error {
 	if len(ours) == 0 {
 		return nil
 	}
-	peak := slices.MaxFunc(ours, func(a, b rampStep) int { return cmpF(a.goodput(), b.goodput()) })
-	low := slices.MinFunc(ours, func(a, b rampStep) int { return cmpF(a.goodput(), b.goodput()) })
+	peak := slices.MaxFunc(ours, func(a, b rampStep) int { return cmp.Compare(a.goodput(), b.goodput()) })
+	low := slices.MinFunc(ours, func(a, b rampStep) int { return cmp.Compare(a.goodput(), b.goodput()) })
 	var after []rampStep
 	for i, s := range ours {
 		if s.g >= peak.g {
@@ -242,7 +243,7 @@ func (r *runner) scenarioRamp(ctx context.Context) error {
 			break
 		}
 	}
-	lowAfter := slices.MinFunc(after, func(a, b rampStep) int { return cmpF(a.goodput(), b.goodput()) })
+	lowAfter := slices.MinFunc(after, func(a, b rampStep) int { return cmp.Compare(a.goodput(), b.goodput()) })
 	fmt.Fprintf(w, "Ours peaks at %d goroutines (%s cycles/s); its lowest step is %d goroutines (%s of the peak), its lowest step from the peak on %d goroutines (%s of the peak).\n\n",
 		peak.g, rate(peak.goodput()), low.g, ratio(low.goodput(), peak.goodput()), lowAfter.g, ratio(lowAfter.goodput(), peak.goodput()))
 	t := atLeast("ramp", "goodput at every step vs the peak step's (lowest step)", low.goodput()/peak.goodput(), 0.8)
@@ -251,14 +252,4 @@ func (r *runner) scenarioRamp(ctx context.Context) error {
 	targetTable(w, ts)
 	r.add(ts...)
 	return nil
-}
-
-func cmpF(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
