@@ -51,9 +51,9 @@ func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Du
 	a.validityEnd = a.start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
 	var cmd *command
 	if c.cfg.noFencing {
-		cmd = newSetNXCall(key, id, ttl.Milliseconds())
+		cmd = newSetNXCall(key, id, c.keyTTLMillis(ttl))
 	} else {
-		cmd = newScriptCall(acquireScript, []string{key, fence}, id, ttl.Milliseconds(), counterSeed(a.start), c.counterIdleMillis(ttl))
+		cmd = newScriptCall(acquireScript, []string{key, fence}, id, c.keyTTLMillis(ttl), counterSeed(a.start), c.counterIdleMillis(ttl))
 	}
 	for i := range c.nodes {
 		a.acq[i] = cmd.newCall(tagAcquire, a)
@@ -249,6 +249,13 @@ func (u *undoLog) deliver(ev event) {
 		u.c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
 			"key", quoteKey(u.key), "node", ev.node, "err", ev.err)
 	}
+}
+
+// keyTTLMillis is the PX, in milliseconds, that a lock key of a lock with the given TTL
+// gets on a node when it is set or extended. The holder's validity is always computed from
+// ttl itself; the key may live longer than that, never shorter.
+func (c *Client) keyTTLMillis(ttl time.Duration) int64 {
+	return ttl.Milliseconds()
 }
 
 // counterIdleMillis is the idle TTL given to a fence counter, in milliseconds: the configured

@@ -403,7 +403,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 }
 
 func (l *Lock) extendCommand(ttl time.Duration) *command {
-	return newScriptCall(extendScript, []string{l.key}, l.id, ttl.Milliseconds())
+	return newScriptCall(extendScript, []string{l.key}, l.id, l.c.keyTTLMillis(ttl))
 }
 
 // extendOutcome settles an extend started at start: a quorum that came too late fails it,
