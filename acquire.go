@@ -2,32 +2,37 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
-// Tags of an attempt's calls.
+// Tags of an attempt's calls: the acquire, and the raise of key k's counter (tagRaise + k).
 const (
 	tagAcquire uint8 = iota
 	tagRaise
 )
 
 // attempt is one run of the acquire protocol of docs/design.md: the acquire script on every
-// node, then, if the counters disagree, the raise script on the nodes below the chosen
-// token; on failure, the undo. It owns its replies and per-node state.
+// node, then, if the counters of a key disagree, the raise script on the nodes below that
+// key's chosen token; on failure, the undo. It owns its replies and per-node state. A
+// multi-key lock (AcquireMulti) is the same run with one tally per key: every node takes all
+// the keys or none, so the nodes' acquired, refused and failed states are shared, and only
+// the tokens (and their raises) are per key.
 type attempt struct {
 	c           *Client
-	key, fence  string
+	set         lockKeys
 	id          string
 	ttl         time.Duration
 	start       time.Time
 	validityEnd time.Time
 
 	events   chan event
-	acq      []*call // per node: the acquire call (a Lock keeps them for ordering)
-	tally    *acquireTally
+	acq      []*call         // per node: the acquire call (a Lock keeps them for ordering)
+	tallies  []*acquireTally // per key
 	nodeErrs []error
-	returned []bool // the acquire call's real fate is known: answered, or never written
-	mayHold  []bool // our key may be on the node: set, resent, or an error hid the answer
+	returned []bool   // the acquire call's real fate is known: answered, or never written
+	mayHold  []bool   // our keys may be on the node: set, resent, or an error hid the answer
+	one      [1]int64 // a single key's counter, decoded without an allocation
 }
 
 // deliver receives the transport's events; the channel has room for every event the
@@ -35,25 +40,36 @@ type attempt struct {
 func (a *attempt) deliver(ev event) { a.events <- ev }
 
 // acquire runs one attempt. The caller has validated the arguments and registered the call.
-func (c *Client) acquire(ctx context.Context, key, fence, id string, ttl time.Duration) (*Lock, error) {
-	n := len(c.nodes)
+func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.Duration) (*Lock, error) {
+	n, k := len(c.nodes), len(set.keys)
 	a := &attempt{
-		c: c, key: key, fence: fence, id: id, ttl: ttl,
+		c: c, set: set, id: id, ttl: ttl,
 		start: c.cfg.clock.Now(),
-		// Per node at most: acquire (timeout + late) and raise (timeout + late).
-		events:   make(chan event, 4*n),
+		// Per node at most: acquire (timeout + late) and one raise per key (timeout + late).
+		events:   make(chan event, 2*n*(1+k)),
 		acq:      make([]*call, n),
-		tally:    newAcquireTally(n, c.quorum),
+		tallies:  make([]*acquireTally, k),
 		nodeErrs: make([]error, n),
 		returned: make([]bool, n),
 		mayHold:  make([]bool, n),
 	}
+	for i := range a.tallies {
+		a.tallies[i] = newAcquireTally(n, c.quorum)
+	}
 	a.validityEnd = a.start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
 	var cmd *command
-	if c.cfg.noFencing {
-		cmd = newSetNXCall(key, id, c.keyTTLMillis(ttl))
-	} else {
-		cmd = newScriptCall(acquireScript, []string{key, fence}, id, c.keyTTLMillis(ttl), counterSeed(a.start), c.counterIdleMillis(ttl))
+	switch {
+	case k > 1:
+		fenced := "1"
+		if c.cfg.noFencing {
+			fenced = "0"
+		}
+		cmd = newScriptCall(acquireMultiScript, set.pairs(), id, c.keyTTLMillis(ttl), counterSeed(a.start), c.counterIdleMillis(ttl), fenced)
+		cmd.kind = replySlice
+	case c.cfg.noFencing:
+		cmd = newSetNXCall(set.keys[0], id, c.keyTTLMillis(ttl))
+	default:
+		cmd = newScriptCall(acquireScript, set.pairs(), id, c.keyTTLMillis(ttl), counterSeed(a.start), c.counterIdleMillis(ttl))
 	}
 	for i := range c.nodes {
 		a.acq[i] = cmd.newCall(tagAcquire, a)
@@ -70,14 +86,11 @@ func (a *attempt) run(ctx context.Context) (*Lock, error) {
 	defer timer.Stop()
 	var cause error
 	for {
-		v, token, raise := a.tally.decide()
+		v, tokens := a.decide()
 		now := a.c.cfg.clock.Now()
-		for _, i := range raise {
-			a.sendRaise(i)
-		}
 		if v == won {
 			if Validity(a.ttl, a.start, now, a.c.cfg.driftFactor) > 0 {
-				return a.lock(token), nil
+				return a.lock(tokens), nil
 			}
 			cause = errValidityExpired
 			break
@@ -106,29 +119,56 @@ func (a *attempt) run(ctx context.Context) (*Lock, error) {
 	return nil, a.fail(ctx, cause)
 }
 
-func (a *attempt) lock(token int64) *Lock {
-	if a.c.cfg.noFencing {
-		token = 0 // every node reported 1: there is no token
+// decide combines the keys' tallies: won when every key has its token, lost as soon as one
+// key cannot get one. It sends the raises the tallies ask for.
+func (a *attempt) decide() (verdict, []Token) {
+	v := won
+	var tokens []Token
+	for k, t := range a.tallies {
+		kv, token, raise := t.decide()
+		for _, i := range raise {
+			a.sendRaise(i, k)
+		}
+		switch {
+		case kv == lost:
+			return lost, nil
+		case kv != won:
+			v = undecided
+		case v == won:
+			if a.c.cfg.noFencing {
+				token = 0 // every node reported 1: there is no token
+			}
+			tokens = append(tokens, Token(token))
+		}
 	}
-	l := &Lock{c: a.c, key: a.key, fence: a.fence, id: a.id, ttl: a.ttl, token: Token(token),
-		until: a.validityEnd, acq: a.acq}
+	if v != won {
+		return v, nil
+	}
+	return won, tokens
+}
+
+func (a *attempt) lock(tokens []Token) *Lock {
+	l := &Lock{c: a.c, set: a.set, key: a.set.keys[0], id: a.id, ttl: a.ttl,
+		token: tokens[0], tokens: tokens, until: a.validityEnd, last: a.acq}
 	a.c.remember(l)
 	return l
 }
 
-// sendRaise sends raise.lua to node i, after its acquire call there (which has answered).
-func (a *attempt) sendRaise(i int) {
-	t := a.tally
-	a.c.cfg.logger.Debug("redlock: raising fence counter", "key", quoteKey(a.key), "node", i,
+// sendRaise sends raise.lua for key k to node i, after its acquire call there (which has
+// answered).
+func (a *attempt) sendRaise(i, k int) {
+	t := a.tallies[k]
+	a.c.cfg.logger.Debug("redlock: raising fence counter", "key", quoteKey(a.set.keys[k]), "node", i,
 		"from", t.counter[i], "to", t.target)
-	cmd := newScriptCall(raiseScript, []string{a.key, a.fence}, a.id, t.target, a.c.counterIdleMillis(a.ttl))
-	a.c.sendTo(i, cmd.newCall(tagRaise, a))
+	cmd := newScriptCall(raiseScript, []string{a.set.keys[k], a.set.fences[k]}, a.id, t.target, a.c.counterIdleMillis(a.ttl))
+	a.c.sendTo(i, cmd.newCall(tagRaise+uint8(k), a))
 }
 
-// apply feeds one event into the tally.
+// apply feeds one event into the tallies.
 func (a *attempt) apply(ev event) {
-	i, t := ev.node, a.tally
-	if ev.tag == tagRaise {
+	i := ev.node
+	if ev.tag >= tagRaise {
+		t := a.tallies[ev.tag-tagRaise]
 		switch {
 		case ev.out == late:
 			// The node timed out already; raise never creates our key, so nothing to undo.
@@ -152,43 +192,83 @@ func (a *attempt) apply(ev event) {
 	switch ev.out {
 	case timedOut:
 		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
-		t.failed(i)
+		a.each(func(t *acquireTally) { t.failed(i) })
 		return
 	case notSent:
 		a.returned[i] = true
 		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
-		t.failed(i)
+		a.each(func(t *acquireTally) { t.failed(i) })
 		return
-	case late:
+	}
+	counters, left, err := a.reply(ev)
+	if ev.out == late {
 		// The node was counted as failed at its timeout; only the undo needs to know.
 		a.returned[i] = true
-		a.mayHold[i] = ev.err != nil || ev.val > 0 || a.c.cfg.noFencing
+		a.mayHold[i] = err != nil || counters != nil || a.c.cfg.noFencing
 		return
 	}
 	a.returned[i] = true
 	switch {
-	case ev.err != nil:
+	case err != nil:
 		a.mayHold[i] = true // the SET may have been applied and the reply lost
-		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
-		a.c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", ev.err)
-		t.failed(i)
-	case ev.val <= 0 && a.c.cfg.noFencing:
+		a.nodeErrs[i] = a.c.nodeErr(i, err)
+		a.c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", err)
+		a.each(func(t *acquireTally) { t.failed(i) })
+	case counters == nil && a.c.cfg.noFencing && len(a.tallies) == 1:
 		// A plain SET NX cannot tell whose key is there: it may be ours, set by a call that
 		// go-redis resent after losing the reply. The undo releases it; the release only
 		// deletes a key holding our id.
 		a.mayHold[i] = true
 		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: -1})
-		t.refused(i)
-	case ev.val <= 0:
-		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: -ev.val})
-		t.refused(i)
+		a.each(func(t *acquireTally) { t.refused(i) })
+	case counters == nil:
+		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: left})
+		a.each(func(t *acquireTally) { t.refused(i) })
 	default:
 		a.mayHold[i] = true
 		a.nodeErrs[i] = nil
-		if t.acquired(i, ev.val) {
-			a.sendRaise(i)
+		for k, t := range a.tallies {
+			if t.acquired(i, counters[k]) {
+				a.sendRaise(i, k)
+			}
 		}
 	}
+}
+
+func (a *attempt) each(f func(*acquireTally)) {
+	for _, t := range a.tallies {
+		f(t)
+	}
+}
+
+// reply decodes an acquire reply: the counters of the keys when our keys were set (one per
+// key), or nil and the remaining milliseconds of the other holder's key.
+func (a *attempt) reply(ev event) (counters []int64, left int64, err error) {
+	if ev.err != nil {
+		return nil, 0, ev.err
+	}
+	if len(a.tallies) == 1 {
+		if ev.val <= 0 {
+			return nil, -ev.val, nil
+		}
+		a.one[0] = ev.val
+		return a.one[:], 0, nil
+	}
+	vals := make([]int64, len(ev.slice))
+	for j, x := range ev.slice {
+		v, ok := x.(int64)
+		if !ok {
+			return nil, 0, fmt.Errorf("acquire_multi.lua: unexpected reply element %T", x)
+		}
+		vals[j] = v
+	}
+	switch {
+	case len(vals) == 2 && vals[0] == 0:
+		return nil, vals[1], nil
+	case len(vals) == 1+len(a.tallies) && vals[0] == 1:
+		return vals[1:], 0, nil
+	}
+	return nil, 0, fmt.Errorf("acquire_multi.lua: unexpected reply of %d elements", len(vals))
 }
 
 // fail builds the error of a failed attempt and undoes it on every node that may hold our
@@ -196,8 +276,8 @@ func (a *attempt) apply(ev event) {
 // returns where it is still in flight, and not at all where it was never written (it is
 // cancelled first if it is still queued).
 func (a *attempt) fail(ctx context.Context, cause error) error {
-	err := &QuorumError{Op: "acquire", Key: a.key, Quorum: a.c.quorum, Agreed: a.tally.agreed(),
-		Total: len(a.c.nodes), Cause: cause, sentinel: ErrNotAcquired}
+	err := &QuorumError{Op: "acquire", Key: a.set.keys[0], Keys: a.set.multi(), Quorum: a.c.quorum,
+		Agreed: a.tallies[0].agreed(), Total: len(a.c.nodes), Cause: cause, sentinel: ErrNotAcquired}
 	// Events that are already in tell the undo what it need not do.
 	for drained := false; !drained; {
 		select {
@@ -207,14 +287,16 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 			drained = true
 		}
 	}
-	for i, s := range a.tally.state {
-		if a.nodeErrs[i] == nil && (s == statePending || s == stateRaising) {
-			a.nodeErrs[i] = a.c.nodeErr(i, errAbandoned)
+	for _, t := range a.tallies {
+		for i, s := range t.state {
+			if a.nodeErrs[i] == nil && (s == statePending || s == stateRaising) {
+				a.nodeErrs[i] = a.c.nodeErr(i, errAbandoned)
+			}
 		}
 	}
 	err.Nodes = collectNodeErrors(a.nodeErrs)
-	rel := newScriptCall(releaseScript, []string{a.key}, a.id)
-	undo := &undoLog{c: a.c, key: a.key}
+	rel := a.set.releaseCommand(a.id)
+	undo := &undoLog{c: a.c, key: a.set.keys[0]}
 	for i, acq := range a.acq {
 		switch {
 		case a.returned[i]:

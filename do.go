@@ -39,14 +39,26 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if ctx == nil {
 		return invalidf("context is nil")
 	}
+	ttl, set, err := c.lockArgs(key, ttl)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, set, ttl, fn)
+}
+
+// do is Do and DoMulti once the arguments are valid.
+func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) (err error) {
 	// Hold the client for the whole run, so that Close waits for the renewer too.
 	if err := c.begin(); err != nil {
 		return err
 	}
 	defer c.end()
-	l, err := c.Acquire(ctx, key, ttl)
+	l, err := c.acquireRetrying(ctx, set, ttl)
 	if err != nil {
 		return err
+	}
+	if l.outer != nil {
+		return doJoined(ctx, l, fn)
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	h := c.renewer.add(l, cancel)
@@ -59,7 +71,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout+time.Second)
 		if rerr := l.Release(rctx); rerr != nil && lostErr == nil && !errors.Is(rerr, ErrReleased) {
 			c.cfg.logger.Warn("redlock: release after Do failed; the keys expire with their TTL",
-				"key", quoteKey(key), "err", rerr)
+				"key", l.set.logKey(), "err", rerr)
 		}
 		rcancel()
 		if p != nil {
@@ -69,11 +81,11 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 			err = errors.Join(lostErr, err)
 		}
 	}()
-	return fn(fnCtx, l)
+	return fn(l.Context(fnCtx), l)
 }
 
 func (c *Client) lose(l *Lock, cancel context.CancelCauseFunc, err error) error {
-	c.cfg.logger.Warn("redlock: lock lost while running", "key", quoteKey(l.key), "err", err)
+	c.cfg.logger.Warn("redlock: lock lost while running", "key", l.set.logKey(), "err", err)
 	cancel(err)
 	return err
 }

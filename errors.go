@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-multierror"
@@ -101,12 +102,13 @@ func (e *NodeError) Unwrap() error { return e.Err }
 // example ctx.Err() when the caller's context ended, so errors.Is(err, context.Canceled)
 // holds too). Nodes aggregates one *NodeError per node that did not agree.
 type QuorumError struct {
-	Op     string // "acquire", "extend" or "release"
-	Key    string // the lock key
-	Quorum int    // how many nodes had to agree
-	Agreed int    // how many did (for acquire: nodes that granted the key, see docs/design.md)
-	Total  int    // how many nodes there are
-	Cause  error  // optional: the reason beyond the per-node errors
+	Op     string   // "acquire", "extend" or "release"
+	Key    string   // the lock key (the first key of a multi-key lock)
+	Keys   []string // every key of a multi-key lock (AcquireMulti), in the caller's order; nil otherwise
+	Quorum int      // how many nodes had to agree
+	Agreed int      // how many did (for acquire: nodes that granted the key, see docs/design.md)
+	Total  int      // how many nodes there are
+	Cause  error    // optional: the reason beyond the per-node errors
 	Nodes  *multierror.Error
 
 	sentinel error
@@ -115,8 +117,12 @@ type QuorumError struct {
 // Error implements error.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: %s %q: %d of %d nodes agreed, quorum is %d",
-		e.sentinel, e.Op, quoteKey(e.Key), e.Agreed, e.Total, e.Quorum)
+	name := strconv.Quote(quoteKey(e.Key))
+	if len(e.Keys) > 1 {
+		name = quoteKeys(e.Keys)
+	}
+	fmt.Fprintf(&b, "%v: %s %s: %d of %d nodes agreed, quorum is %d",
+		e.sentinel, e.Op, name, e.Agreed, e.Total, e.Quorum)
 	if e.Cause != nil {
 		fmt.Fprintf(&b, ": %v", e.Cause)
 	}

@@ -75,6 +75,7 @@ type config struct {
 	clock            Clock
 	logger           *slog.Logger
 	noFencing        bool // WithoutFencing: plain SET NX PX, no counter, Token 0
+	noHealing        bool // WithoutHealing: extends do not give keys back to nodes that lost them
 }
 
 func defaultConfig() config {
@@ -229,6 +230,21 @@ func WithCounterIdleTTL(d time.Duration) Option {
 func WithoutFencing() Option {
 	return func(c *config) error {
 		c.noFencing = true
+		return nil
+	}
+}
+
+// WithoutHealing turns off the healing of extends. By default, when an extend (a call to
+// [Lock.Extend] or a renewal of [Client.Do]) is confirmed by a quorum, the nodes that
+// answered that the lock's keys are not there (they restarted without persistence, or evicted
+// the keys) get them back with SET NX, for at most the validity time left, and their fence
+// counters are lifted to at least the lock's tokens. A node where another holder has the key
+// is never touched. Without healing, a long hold loses a node at each such restart and is
+// lost once fewer than a quorum are left, as in the Redlock of the redis.io page. The
+// protocol and its safety argument: docs/design.md §5.8. Default: healing on.
+func WithoutHealing() Option {
+	return func(c *config) error {
+		c.noHealing = true
 		return nil
 	}
 }

@@ -17,41 +17,51 @@ import (
 type quorumOp struct {
 	c   *Client
 	op  string
-	key string
+	set lockKeys
+
+	// Set before start.
+	after   []*call  // per node: the call this op's call goes out after (may be nil)
+	cmd     *command // sent to every node
+	release bool     // a release: see start
+	// heal, if not nil, is given the nodes that answered that our keys are not there, once
+	// the op has succeeded (an extend: heal.go); later answers of that kind come one by one.
+	heal func(nodes []int)
 
 	mu       sync.Mutex
 	agreed   int
 	refused  int
 	answered []bool
 	nodeErrs []error
+	missing  []int // nodes that answered "not ours" before the op was decided
 	decided  bool
+	ok       bool // decided with a quorum
 	done     func(error)
 }
 
-func (c *Client) newQuorumOp(op, key string, done func(error)) *quorumOp {
+func (c *Client) newQuorumOp(op string, set lockKeys, done func(error)) *quorumOp {
 	n := len(c.nodes)
-	return &quorumOp{c: c, op: op, key: key, answered: make([]bool, n), nodeErrs: make([]error, n), done: done}
+	return &quorumOp{c: c, op: op, set: set, answered: make([]bool, n), nodeErrs: make([]error, n), done: done}
 }
 
-// start sends cmd to every node, each after the lock's acquire call there (acq[i], which
-// may be nil), so that it cannot overtake a slow SET. With cancelQueued, a node whose
-// acquire call has not been written yet gets no call at all: the acquire is cancelled
-// instead (a release: our key will never be there). Such a node does not count towards the
-// quorum, so a Release still returns only once a quorum of nodes deleted the key.
-func (o *quorumOp) start(acq []*call, cmd *command, cancelQueued bool) {
+// start sends cmd to every node, each after the lock's last call there that may have set
+// our keys (after[i], which may be nil), so that it cannot overtake a slow SET. For a
+// release, a node where that call has not been written yet gets no call at all: the call is
+// cancelled instead (our keys will never be there). Such a node does not count towards the
+// quorum, so a Release still returns only once a quorum of nodes deleted the keys.
+func (o *quorumOp) start() {
 	for i := range o.c.nodes {
 		var prev *call
-		if acq != nil {
-			prev = acq[i]
+		if o.after != nil {
+			prev = o.after[i]
 		}
 		// Never written to this node: still queued (cancelled now), or dropped before (the
 		// node was stalled, or the attempt failed). Our key is not there and never will be.
-		if cancelQueued && prev != nil && (prev.cancel() || prev.state.Load() == callCancelled) {
+		if o.release && prev != nil && (prev.cancel() || prev.state.Load() == callCancelled) {
 			o.deliver(event{node: i, out: notSent, err: errAcquireNotSent})
 			continue
 		}
-		cl := cmd.newCall(0, o)
-		cl.keep = cancelQueued // a release is never dropped
+		cl := o.cmd.newCall(0, o)
+		cl.keep = o.release // a release is never dropped
 		o.c.sendAfterTo(i, prev, cl)
 	}
 }
@@ -60,27 +70,40 @@ func (o *quorumOp) deliver(ev event) {
 	if ev.out == late {
 		return // counted already as a timeout
 	}
-	o.mu.Lock()
 	i := ev.node
-	if o.decided || o.answered[i] {
+	notOurs := ev.out == replied && ev.err == nil && ev.val != 1
+	o.mu.Lock()
+	if o.answered[i] {
 		o.mu.Unlock()
 		return
 	}
 	o.answered[i] = true
+	if o.decided {
+		healNow := o.ok && notOurs && o.heal != nil
+		o.mu.Unlock()
+		if healNow {
+			o.heal([]int{i})
+		}
+		return
+	}
 	switch {
 	case ev.err != nil:
 		o.nodeErrs[i] = o.c.nodeErr(i, ev.err)
-		o.c.cfg.logger.Debug("redlock: node failed", "op", o.op, "key", quoteKey(o.key), "node", i, "err", ev.err)
+		o.c.cfg.logger.Debug("redlock: node failed", "op", o.op, "key", o.set.logKey(), "node", i, "err", ev.err)
 		o.refused++
 	case ev.val == 1:
 		o.agreed++
 	default:
 		o.nodeErrs[i] = o.c.nodeErr(i, errNotOurs)
 		o.refused++
+		if notOurs {
+			o.missing = append(o.missing, i)
+		}
 	}
 	var err error
 	switch {
 	case o.agreed >= o.c.quorum:
+		o.ok = true
 	case len(o.c.nodes)-o.refused < o.c.quorum:
 		err = o.errorLocked(nil)
 	default:
@@ -88,8 +111,12 @@ func (o *quorumOp) deliver(ev event) {
 		return
 	}
 	o.decided = true
+	missing := o.missing
 	o.mu.Unlock()
 	o.done(err)
+	if err == nil && o.heal != nil && len(missing) > 0 {
+		o.heal(missing)
+	}
 }
 
 // abandon decides the op as failed because the caller stopped waiting (cause), unless it
@@ -112,21 +139,21 @@ func (o *quorumOp) errorLocked(cause error) error {
 			errs[i] = o.c.nodeErr(i, errAbandoned)
 		}
 	}
-	return &QuorumError{Op: o.op, Key: o.key, Quorum: o.c.quorum, Agreed: o.agreed, Total: len(o.c.nodes),
-		Cause: cause, Nodes: collectNodeErrors(errs), sentinel: ErrNotHeld}
+	return &QuorumError{Op: o.op, Key: o.set.keys[0], Keys: o.set.multi(), Quorum: o.c.quorum, Agreed: o.agreed,
+		Total: len(o.c.nodes), Cause: cause, Nodes: collectNodeErrors(errs), sentinel: ErrNotHeld}
 }
 
-// runQuorumOp starts an op and waits for its outcome or for ctx to end. then, if not nil,
-// sees the outcome first and may replace it; it runs exactly once.
-func (c *Client) runQuorumOp(ctx context.Context, op, key string, acq []*call, cmd *command, release bool, then func(error) error) error {
+// runQuorumOp starts o, made with a nil done, and waits for its outcome or for ctx to end.
+// then, if not nil, sees the outcome first and may replace it; it runs exactly once.
+func (c *Client) runQuorumOp(ctx context.Context, o *quorumOp, then func(error) error) error {
 	ch := make(chan error, 1)
-	o := c.newQuorumOp(op, key, func(err error) {
+	o.done = func(err error) {
 		if then != nil {
 			err = then(err)
 		}
 		ch <- err
-	})
-	o.start(acq, cmd, release)
+	}
+	o.start()
 	select {
 	case err := <-ch:
 		return err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -150,18 +151,18 @@ func (c *Client) begin() error {
 
 func (c *Client) end() { c.bg.Done() }
 
-// lockArgs validates a key and a TTL and returns the TTL in whole milliseconds and the fence
-// counter's key.
-func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, string, error) {
-	fence, err := fenceKey(key)
+// lockArgs validates a key and a TTL and returns the TTL in whole milliseconds and the lock's
+// keys (the key and its fence counter).
+func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, lockKeys, error) {
+	set, err := newLockKeys(key)
 	if err != nil {
-		return 0, "", err
+		return 0, lockKeys{}, err
 	}
 	ttl, err = checkTTL(ttl, c.cfg.driftFactor)
 	if err != nil {
-		return 0, "", err
+		return 0, lockKeys{}, err
 	}
-	return ttl, fence, nil
+	return ttl, set, nil
 }
 
 // TryAcquire makes one attempt to acquire the lock named key for ttl. It sends the acquire
@@ -188,9 +189,17 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	if ctx == nil {
 		return nil, invalidf("context is nil")
 	}
-	ttl, fence, err := c.lockArgs(key, ttl)
+	ttl, set, err := c.lockArgs(key, ttl)
 	if err != nil {
 		return nil, err
+	}
+	return c.tryAcquire(ctx, set, ttl)
+}
+
+// tryAcquire is TryAcquire and TryAcquireMulti once the arguments are valid.
+func (c *Client) tryAcquire(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
+	if l, err := c.join(ctx, set); l != nil || err != nil {
+		return l, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
@@ -199,7 +208,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 		return nil, err
 	}
 	defer c.end()
-	return c.acquire(ctx, key, fence, newHolderID(), ttl)
+	return c.acquire(ctx, set, newHolderID(), ttl)
 }
 
 // Acquire acquires the lock named key for ttl, retrying until it succeeds, the retry limit
@@ -222,9 +231,19 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if ctx == nil {
 		return nil, invalidf("context is nil")
 	}
-	if _, _, err := c.lockArgs(key, ttl); err != nil {
+	ttl, set, err := c.lockArgs(key, ttl)
+	if err != nil {
 		return nil, err
 	}
+	return c.acquireRetrying(ctx, set, ttl)
+}
+
+// acquireRetrying is Acquire and AcquireMulti once the arguments are valid.
+func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
+	if l, err := c.join(ctx, set); l != nil || err != nil {
+		return l, err
+	}
+	key := set.waitKey()
 	var wt *waiter // our place in this client's queue for key, once we are in it
 	defer func() {
 		if wt != nil {
@@ -242,7 +261,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	}
 	for attempt := 1; ; attempt++ {
 		var l *Lock
-		l, err = c.TryAcquire(ctx, key, ttl)
+		l, err = c.tryAcquire(ctx, set, ttl)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
 			return l, err
 		}
@@ -313,15 +332,20 @@ func newHolderID() string {
 // until [Lock.Until] at the latest; after that, or after a failed [Lock.Extend], another
 // holder may acquire it, and only the fencing token ([Lock.Token]) protects your writes.
 type Lock struct {
-	c     *Client
-	key   string
-	fence string
-	id    string
-	ttl   time.Duration // the TTL of the acquire, renewed by Do
-	token Token
-	acq   []*call // per node: the acquire call; extend and release go out after it
+	c      *Client
+	set    lockKeys // its key (or keys, for a MultiLock) and their fence counters
+	key    string   // set.keys[0]
+	id     string
+	ttl    time.Duration // the TTL of the acquire, renewed by Do
+	token  Token         // tokens[0]
+	tokens []Token       // per key of set
+	outer  *Lock         // a joined hold (reentrant.go): the hold it joined; nil otherwise
 
-	mu        sync.Mutex
+	mu sync.Mutex
+	// last holds, per node, the last call that may have set our keys there: the acquire,
+	// then the heals (heal.go). Extends and releases go out after it, so that they cannot
+	// overtake it.
+	last      []*call
 	until     time.Time
 	released  bool          // a Release (or Close) succeeded
 	byClose   bool          // that release was Close's
@@ -361,6 +385,9 @@ func (l *Lock) Until() time.Time {
 	if l == nil {
 		return time.Time{}
 	}
+	if l.outer != nil {
+		return l.outer.Until()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.until
@@ -388,8 +415,11 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
+	if l.outer != nil {
+		return l.extendJoined(ctx, ttl)
+	}
 	if l.isReleased() {
-		return fmt.Errorf("%w: extend %q after release", ErrReleased, quoteKey(l.key))
+		return fmt.Errorf("%w: extend %s after release", ErrReleased, l.set)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
@@ -399,11 +429,24 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.c.end()
 	start := l.c.cfg.clock.Now()
-	return l.c.runQuorumOp(ctx, "extend", l.key, l.acq, l.extendCommand(ttl), false, l.extendOutcome(start, ttl))
+	return l.c.runQuorumOp(ctx, l.extendOp(ttl, nil), l.extendOutcome(start, ttl))
 }
 
-func (l *Lock) extendCommand(ttl time.Duration) *command {
-	return newScriptCall(extendScript, []string{l.key}, l.id, l.c.keyTTLMillis(ttl))
+// extendOp builds the op of an extend to ttl, with done (nil for runQuorumOp).
+func (l *Lock) extendOp(ttl time.Duration, done func(error)) *quorumOp {
+	o := l.c.newQuorumOp("extend", l.set, done)
+	o.after, o.cmd = l.lastCalls(), l.set.extendCommand(l.id, l.c.keyTTLMillis(ttl))
+	if !l.c.cfg.noHealing {
+		o.heal = l.heal
+	}
+	return o
+}
+
+// lastCalls returns a copy of last.
+func (l *Lock) lastCalls() []*call {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.last)
 }
 
 // extendOutcome settles an extend started at start: a quorum that came too late fails it,
@@ -412,7 +455,7 @@ func (l *Lock) extendOutcome(start time.Time, ttl time.Duration) func(error) err
 	until := start.Add(ttl - Drift(ttl, l.c.cfg.driftFactor))
 	return func(err error) error {
 		if err == nil && Validity(ttl, start, l.c.cfg.clock.Now(), l.c.cfg.driftFactor) <= 0 {
-			err = &QuorumError{Op: "extend", Key: l.key, Quorum: l.c.quorum, Agreed: l.c.quorum,
+			err = &QuorumError{Op: "extend", Key: l.key, Keys: l.set.multi(), Quorum: l.c.quorum, Agreed: l.c.quorum,
 				Total: len(l.c.nodes), Cause: errValidityExpired, sentinel: ErrNotHeld}
 		}
 		l.mu.Lock()
@@ -457,6 +500,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("context is nil")
 	}
+	if l.outer != nil {
+		return l.releaseJoined()
+	}
 	return l.release(ctx, false)
 }
 
@@ -476,7 +522,7 @@ func (l *Lock) release(ctx context.Context, byClose bool) error {
 			by = " by Client.Close"
 		}
 		l.mu.Unlock()
-		return fmt.Errorf("%w: release %q: already released%s", ErrReleased, quoteKey(l.key), by)
+		return fmt.Errorf("%w: release %s: already released%s", ErrReleased, l.set, by)
 	}
 	ch := make(chan struct{})
 	l.releasing = ch
@@ -493,7 +539,12 @@ func (l *Lock) release(ctx context.Context, byClose bool) error {
 	close(ch)
 	if err == nil {
 		l.c.forget(l)
-		l.c.wait.released(l.key)
+		l.c.wait.released(l.set.waitKey())
+		if len(l.set.keys) > 1 {
+			for _, k := range l.set.keys {
+				l.c.wait.released(k) // this client's waiters for one of the keys
+			}
+		}
 	}
 	return err
 }
@@ -514,8 +565,9 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		waitCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.c.cfg.nodeTimeout)
 		defer cancel()
 	}
-	rel := newScriptCall(releaseScript, []string{l.key}, l.id)
-	err := l.c.runQuorumOp(waitCtx, "release", l.key, l.acq, rel, true, nil)
+	o := l.c.newQuorumOp("release", l.set, nil)
+	o.after, o.cmd, o.release = l.lastCalls(), l.set.releaseCommand(l.id), true
+	err := l.c.runQuorumOp(waitCtx, o, nil)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}

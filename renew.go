@@ -117,8 +117,8 @@ func (r *renewer) loop() {
 			h := heap.Pop(&r.holds).(*hold)
 			cancelAt := h.l.Until().Add(-h.margin)
 			if !now.Before(cancelAt) {
-				h.lost = fmt.Errorf("%w: %q: no renewal confirmed %v before the validity deadline: %w",
-					ErrLockLost, quoteKey(h.l.key), h.margin, h.lateCause())
+				h.lost = fmt.Errorf("%w: %s: no renewal confirmed %v before the validity deadline: %w",
+					ErrLockLost, h.l.set, h.margin, h.lateCause())
 				lose = append(lose, h)
 				continue
 			}
@@ -176,8 +176,7 @@ func (h *hold) lateCause() error {
 func (r *renewer) extend(h *hold, start time.Time) {
 	l := h.l
 	settle := l.extendOutcome(start, l.ttl)
-	o := r.c.newQuorumOp("extend", l.key, func(err error) { r.extended(h, settle(err)) })
-	o.start(l.acq, l.extendCommand(l.ttl), false)
+	l.extendOp(l.ttl, func(err error) { r.extended(h, settle(err)) }).start()
 }
 
 func (r *renewer) extended(h *hold, err error) {
@@ -193,7 +192,7 @@ func (r *renewer) extended(h *hold, err error) {
 		h.last = nil
 		h.next = now.Add(h.interval)
 	case r.c.definitelyLost(err):
-		h.lost = fmt.Errorf("%w: %q: %w", ErrLockLost, quoteKey(h.l.key), err)
+		h.lost = fmt.Errorf("%w: %s: %w", ErrLockLost, h.l.set, err)
 		if h.index >= 0 {
 			heap.Remove(&r.holds, h.index)
 		}
@@ -201,7 +200,7 @@ func (r *renewer) extended(h *hold, err error) {
 		r.c.lose(h.l, h.cancel, h.lost)
 		return
 	default:
-		r.c.cfg.logger.Debug("redlock: renewal failed, retrying", "key", quoteKey(h.l.key), "err", err)
+		r.c.cfg.logger.Debug("redlock: renewal failed, retrying", "key", h.l.set.logKey(), "err", err)
 		h.last = err
 		h.next = now.Add(h.retry)
 	}

@@ -21,12 +21,25 @@ var (
 	extendSrc string
 	//go:embed lua/status.lua
 	statusSrc string
+	//go:embed lua/acquire_multi.lua
+	acquireMultiSrc string
+	//go:embed lua/extend_multi.lua
+	extendMultiSrc string
+	//go:embed lua/release_multi.lua
+	releaseMultiSrc string
+	//go:embed lua/heal.lua
+	healSrc string
 
 	acquireScript = newLua(acquireSrc)
 	raiseScript   = newLua(raiseSrc)
 	releaseScript = newLua(releaseSrc)
 	extendScript  = newLua(extendSrc)
 	statusScript  = newLua(statusSrc)
+
+	acquireMultiScript = newLua(acquireMultiSrc)
+	extendMultiScript  = newLua(extendMultiSrc)
+	releaseMultiScript = newLua(releaseMultiSrc)
+	healScript         = newLua(healSrc)
 )
 
 // lua is a script and its source, for the EVAL fallback.

@@ -1,0 +1,63 @@
+package redlock
+
+import "time"
+
+// Healing: a long hold on nodes that restart one after another. A node that restarts
+// without persistence (or evicts the key) answers an extend with "not ours"; without help,
+// every such restart leaves the hold on one node fewer, and after n − q + 1 of them no extend
+// can reach a quorum although no other holder ever took the key. So when an extend has been
+// confirmed by a quorum, the nodes that answered "not ours" get heal.lua: our keys are set
+// there again with SET NX (never over another holder's key), for at most the validity time
+// left, and their fence counters are lifted to at least our tokens. docs/design.md §5.8 gives
+// the argument that mutual exclusion and the token claims still hold.
+
+// heal sends heal.lua to the given nodes. It runs after a successful extend, on the
+// transport's goroutine or the caller's, and never blocks.
+func (l *Lock) heal(nodes []int) {
+	c := l.c
+	left := l.Until().Sub(c.cfg.clock.Now())
+	if left < time.Millisecond {
+		return // no validity left to give the keys: the next extend fails or succeeds without them
+	}
+	fenced := "1"
+	if c.cfg.noFencing {
+		fenced = "0"
+	}
+	argv := make([]any, 0, 4+len(l.tokens))
+	argv = append(argv, l.id, c.keyTTLMillis(left), c.counterIdleMillis(l.ttl), fenced)
+	for _, t := range l.tokens {
+		argv = append(argv, uint64(t))
+	}
+	cmd := newScriptCall(healScript, l.set.pairs(), argv...)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released || l.releasing != nil {
+		// A release has taken (or is taking) its snapshot of l.last: a heal now could land
+		// after the delete and leave our keys behind until they expire.
+		return
+	}
+	for _, i := range nodes {
+		c.cfg.logger.Debug("redlock: healing a node that lost the lock's keys", "key", l.set.logKey(), "node", i)
+		cl := cmd.newCall(0, healLog{l: l})
+		c.sendAfterTo(i, l.last[i], cl)
+		l.last[i] = cl
+	}
+}
+
+// healLog reports the outcome of heals.
+type healLog struct{ l *Lock }
+
+func (h healLog) deliver(ev event) {
+	if !ev.final() {
+		return
+	}
+	log := h.l.c.cfg.logger
+	switch {
+	case ev.err != nil:
+		log.Debug("redlock: heal did not reach the node", "key", h.l.set.logKey(), "node", ev.node, "err", ev.err)
+	case ev.val == 1:
+		log.Debug("redlock: node healed", "key", h.l.set.logKey(), "node", ev.node)
+	default:
+		log.Debug("redlock: node not healed: another holder has the key there", "key", h.l.set.logKey(), "node", ev.node)
+	}
+}

@@ -1,0 +1,144 @@
+package redlock
+
+import (
+	"strconv"
+	"strings"
+)
+
+// MaxMultiKeys is the most keys one multi-key lock ([Client.AcquireMulti]) may hold. Every
+// acquire sends each key and its fence counter to every node in one script, and the per-key
+// raises are told apart by a one-byte tag.
+const MaxMultiKeys = 64
+
+// lockKeys names what one lock holds: one key, or the keys of a multi-key lock in the
+// caller's order, each with its fence counter (fenceKey). It is read-only once built.
+type lockKeys struct {
+	keys   []string
+	fences []string
+}
+
+// newLockKeys validates the keys of a lock and derives their fence counters. A single key
+// is a lock of one key; more than one must be distinct and at most MaxMultiKeys.
+func newLockKeys(keys ...string) (lockKeys, error) {
+	switch {
+	case len(keys) == 0:
+		return lockKeys{}, invalidf("no keys")
+	case len(keys) > MaxMultiKeys:
+		return lockKeys{}, invalidf("%d keys, more than MaxMultiKeys (%d)", len(keys), MaxMultiKeys)
+	}
+	set := lockKeys{keys: keys, fences: make([]string, len(keys))}
+	var seen map[string]bool
+	if len(keys) > 1 {
+		seen = make(map[string]bool, len(keys))
+	}
+	for i, k := range keys {
+		f, err := fenceKey(k)
+		if err != nil {
+			if len(keys) > 1 {
+				return lockKeys{}, invalidf("key %d: %w", i, err)
+			}
+			return lockKeys{}, err
+		}
+		if seen != nil {
+			if seen[k] {
+				return lockKeys{}, invalidf("key %q is given twice", quoteKey(k))
+			}
+			seen[k] = true
+		}
+		set.fences[i] = f
+	}
+	return set, nil
+}
+
+// multi returns the keys of a multi-key lock, nil for a single key (QuorumError.Keys).
+func (s lockKeys) multi() []string {
+	if len(s.keys) < 2 {
+		return nil
+	}
+	return s.keys
+}
+
+// has reports whether key is one of the lock's keys.
+func (s lockKeys) has(key string) bool {
+	for _, k := range s.keys {
+		if k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// pairs returns the KEYS of the acquire and heal scripts: each lock key, then its counter.
+func (s lockKeys) pairs() []string {
+	out := make([]string, 0, 2*len(s.keys))
+	for i, k := range s.keys {
+		out = append(out, k, s.fences[i])
+	}
+	return out
+}
+
+// extendCommand is the compare-and-pexpire of the lock's keys to px milliseconds.
+func (s lockKeys) extendCommand(id string, px int64) *command {
+	if len(s.keys) > 1 {
+		return newScriptCall(extendMultiScript, s.keys, id, px)
+	}
+	return newScriptCall(extendScript, s.keys, id, px)
+}
+
+// releaseCommand is the compare-and-delete of the lock's keys (also the undo of an acquire).
+func (s lockKeys) releaseCommand(id string) *command {
+	if len(s.keys) > 1 {
+		return newScriptCall(releaseMultiScript, s.keys, id)
+	}
+	return newScriptCall(releaseScript, s.keys, id)
+}
+
+// waitKey names the lock in this client's wait queues (wake.go): the key itself, or for a
+// multi-key lock its keys, length-prefixed so that no two sets share a name.
+func (s lockKeys) waitKey() string {
+	if len(s.keys) == 1 {
+		return s.keys[0]
+	}
+	var b strings.Builder
+	b.WriteString("\x00multi")
+	for _, k := range s.keys {
+		b.WriteString(strconv.Itoa(len(k)))
+		b.WriteByte(':')
+		b.WriteString(k)
+	}
+	return b.String()
+}
+
+// String names the lock in error messages: the quoted key, or the quoted keys in brackets.
+func (s lockKeys) String() string {
+	if len(s.keys) == 1 {
+		return strconv.Quote(quoteKey(s.keys[0]))
+	}
+	return quoteKeys(s.keys)
+}
+
+// logKey names the lock in log lines: the key as quoteKey shows it, or the quoted keys.
+func (s lockKeys) logKey() string {
+	if len(s.keys) == 1 {
+		return quoteKey(s.keys[0])
+	}
+	return quoteKeys(s.keys)
+}
+
+// quoteKeys shows keys as ["a" "b"], each shortened by quoteKey, and at most eight of them.
+func quoteKeys(keys []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, k := range keys {
+		if i == 8 {
+			b.WriteString(" …" + strconv.Itoa(len(keys)-8) + " more")
+			break
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(strconv.Quote(quoteKey(k)))
+	}
+	b.WriteByte(']')
+	return b.String()
+}
