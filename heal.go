@@ -8,7 +8,8 @@ import "time"
 // can reach a quorum although no other holder ever took the key. So when an extend has been
 // confirmed by a quorum, the nodes that answered "not ours" get heal.lua: our keys are set
 // there again with SET NX (never over another holder's key), for at most the validity time
-// left, and their fence counters are lifted to at least our tokens. docs/design.md §5.8 gives
+// left, and their fence counters are lifted to at least our tokens (a missing counter to at
+// least the clock seed too, as an acquire would seed it). docs/design.md §5.9 gives
 // the argument that mutual exclusion and the token claims still hold.
 
 // heal sends heal.lua to the given nodes. It runs after a successful extend, on the
@@ -23,8 +24,8 @@ func (l *Lock) heal(nodes []int) {
 	if c.cfg.noFencing {
 		fenced = "0"
 	}
-	argv := make([]any, 0, 4+len(l.tokens))
-	argv = append(argv, l.id, c.keyTTLMillis(left), c.counterIdleMillis(l.ttl), fenced)
+	argv := make([]any, 0, 5+len(l.tokens))
+	argv = append(argv, l.id, c.keyTTLMillis(left), c.counterIdleMillis(l.ttl), fenced, counterSeed(c.cfg.clock.Now()))
 	for _, t := range l.tokens {
 		argv = append(argv, uint64(t))
 	}

@@ -13,7 +13,7 @@ import (
 // anyone. Two transfers A→B and B→A therefore cannot deadlock: on every node one of them
 // gets both keys and the other neither, and the one with a quorum wins while the other
 // retries, as two single-key acquires of one key would. Each key keeps its own fence
-// counter, so every key gets its own fencing token. docs/design.md §5.7 has the protocol
+// counter, so every key gets its own fencing token. docs/design.md §5.8 has the protocol
 // and its argument.
 
 // TryAcquireMulti makes one attempt to acquire one lock over all of keys for ttl: all of

@@ -98,7 +98,7 @@ func multiScriptCases(t *testing.T, rc redis.UniversalClient) {
 	// heal: the missing key is set again with the given TTL, counters lifted to the tokens.
 	rc.Set(ctx, set.fences[1], 100, 0)  // below the token
 	rc.Set(ctx, set.fences[2], 9999, 0) // above it: stays
-	if v := run(healScript, set.pairs(), "A", 4000, 60000, "1", 7000, 7000, 7000); v != 1 {
+	if v := run(healScript, set.pairs(), "A", 4000, 60000, "1", 8000, 7000, 7000, 7000); v != 1 {
 		t.Fatalf("heal: %d", v)
 	}
 	if get("ms:b") != "A" || rc.PTTL(ctx, "ms:b").Val() > 4*time.Second {
@@ -110,10 +110,22 @@ func multiScriptCases(t *testing.T, rc redis.UniversalClient) {
 	if get(set.fences[1]) != "7000" || get(set.fences[2]) != "9999" {
 		t.Fatalf("heal counters: %s %s", get(set.fences[1]), get(set.fences[2]))
 	}
+	// A missing counter gets the larger of the seed and the token.
+	rc.Del(ctx, "ms:b", set.fences[1])
+	if v := run(healScript, set.pairs(), "A", 4000, 60000, "1", 8000, 7000, 7000, 7000); v != 1 || get(set.fences[1]) != "8000" {
+		t.Fatalf("heal of a missing counter: %d, counter %s (seed 8000, token 7000)", v, get(set.fences[1]))
+	}
+	rc.Del(ctx, "ms:b", set.fences[1])
+	if v := run(healScript, set.pairs(), "A", 4000, 60000, "1", 10, 7000, 7000, 7000); v != 1 || get(set.fences[1]) != "7000" {
+		t.Fatalf("heal of a missing counter, seed below the token: %d, counter %s", v, get(set.fences[1]))
+	}
+	if ttl := rc.PTTL(ctx, set.fences[1]).Val(); ttl <= 59*time.Second {
+		t.Fatalf("healed counter idle TTL %v", ttl)
+	}
 	// heal never takes a key of another holder, and then changes nothing.
 	rc.Del(ctx, "ms:a", set.fences[0])
 	rc.Set(ctx, "ms:c", "X", 0)
-	if v := run(healScript, set.pairs(), "A", 4000, 60000, "1", 7000, 7000, 7000); v != 0 {
+	if v := run(healScript, set.pairs(), "A", 4000, 60000, "1", 8000, 7000, 7000, 7000); v != 0 {
 		t.Fatalf("heal over another holder: %d", v)
 	}
 	if rc.Exists(ctx, "ms:a", set.fences[0]).Val() != 0 || get("ms:c") != "X" {
@@ -121,7 +133,7 @@ func multiScriptCases(t *testing.T, rc redis.UniversalClient) {
 	}
 	// Without fencing, heal leaves counters alone.
 	rc.Del(ctx, "ms:c")
-	if v := run(healScript, set.pairs(), "A", 4000, 60000, "0"); v != 1 || rc.Exists(ctx, set.fences[0]).Val() != 0 {
+	if v := run(healScript, set.pairs(), "A", 4000, 60000, "0", 8000); v != 1 || rc.Exists(ctx, set.fences[0]).Val() != 0 {
 		t.Fatalf("heal without fencing: %d, counter exists %d", v, rc.Exists(ctx, set.fences[0]).Val())
 	}
 
@@ -240,6 +252,7 @@ func TestMultiAllOrNone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(c) // every node holds aon:b
 	_, err = c.TryAcquireMulti(ctx, []string{"aon:a", "aon:b"}, time.Minute)
 	var qe *QuorumError
 	if !errors.Is(err, ErrNotAcquired) || !errors.As(err, &qe) || len(qe.Keys) != 2 || qe.Agreed != 0 {
@@ -302,6 +315,7 @@ func TestMultiExtendNeedsEveryKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(c)
 	servers[0].Del("ext:b")
 	servers[1].Del("ext:a")
 	err = m.Extend(ctx, time.Minute)

@@ -241,7 +241,7 @@ func WithoutFencing() Option {
 // counters are lifted to at least the lock's tokens. A node where another holder has the key
 // is never touched. Without healing, a long hold loses a node at each such restart and is
 // lost once fewer than a quorum are left, as in the Redlock of the redis.io page. The
-// protocol and its safety argument: docs/design.md §5.8. Default: healing on.
+// protocol and its safety argument: docs/design.md §5.9. Default: healing on.
 func WithoutHealing() Option {
 	return func(c *config) error {
 		c.noHealing = true

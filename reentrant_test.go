@@ -47,10 +47,15 @@ func TestReentrantDo(t *testing.T) {
 		if got := commandCounts(servers); fmt.Sprint(got) != fmt.Sprint(before) {
 			return fmt.Errorf("joined holds sent commands: %v → %v", before, got)
 		}
-		for i, s := range servers {
-			if v, _ := s.Get("re:k"); v != outer.ID() {
-				return fmt.Errorf("node %d: after the inner release the key is %q", i, v)
+		// The nodes beyond the quorum may still be answering the acquire: count holders.
+		held := 0
+		for _, s := range servers {
+			if v, _ := s.Get("re:k"); v == outer.ID() {
+				held++
 			}
+		}
+		if held < c.Quorum() {
+			return fmt.Errorf("after the inner release only %d nodes hold the key", held)
 		}
 		// The outer hold is still renewed: wait for Until to move (a renewal every 100 ms).
 		u := outer.Until()

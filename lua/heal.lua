@@ -9,11 +9,15 @@
 --          lock has left (plus the lock-delay, if any)
 -- ARGV[3]  the counters' idle TTL in milliseconds; "0" for counters that never expire
 -- ARGV[4]  "1" to lift the counters, "0" for a lock without fencing (counters untouched)
--- ARGV[5…] the lock's token for each key, in KEYS order (when ARGV[4] is "1")
+-- ARGV[5]  the seed for a missing counter: the healing client's clock in microseconds
+-- ARGV[6…] the lock's token for each key, in KEYS order (when ARGV[4] is "1")
 --
 -- Returns 1 when every key now holds our id here (set by this script or still ours), 0 when
 -- some key belongs to another holder: then nothing was changed. Keys that are still ours
--- keep their TTL. A counter below the token is set to the token; a higher one stays.
+-- keep their TTL. An existing counter below the token is set to the token; a higher one
+-- stays. A missing counter (the node lost it) gets the larger of the seed and the token, as an
+-- acquire would seed it from the clock: a token the node had issued before it lost its state
+-- may be above ours, and the seed is what clears it (docs/design.md §5.6).
 local n = #KEYS / 2
 for i = 1, n do
   local holder = redis.call('GET', KEYS[2 * i - 1])
@@ -25,8 +29,11 @@ for i = 1, n do
   local lock, fence = KEYS[2 * i - 1], KEYS[2 * i]
   redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
   if ARGV[4] == '1' then
-    local token = ARGV[4 + i]
+    local token = ARGV[5 + i]
     local current = redis.call('GET', fence)
+    if not current and tonumber(ARGV[5]) > tonumber(token) then
+      token = ARGV[5]
+    end
     if not current or tonumber(current) < tonumber(token) then
       if ARGV[3] ~= '0' then
         redis.call('SET', fence, token, 'PX', ARGV[3])
