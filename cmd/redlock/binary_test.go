@@ -94,7 +94,7 @@ func startProc(t *testing.T, extraEnv []string, path string, args ...string) *pr
 	p := &proc{cmd: exec.Command(path, args...), done: make(chan struct{})}
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(credentialEnv, name) && name != "REDLOCK_KEY" && name != "REDLOCK_TOKEN" {
+		if !slices.Contains(credentialEnv, name) && !slices.Contains(lockEnv, name) {
 			p.cmd.Env = append(p.cmd.Env, kv)
 		}
 	}

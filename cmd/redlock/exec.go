@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,7 +24,7 @@ import (
 )
 
 const execAbout = `
-Runs CMD while holding the lock KEY on the Redis nodes (--nodes, else $REDLOCK_NODES, else
+Runs CMD while holding the lock KEY (or, with --key, one lock over several keys) on the Redis nodes (--nodes, else $REDLOCK_NODES, else
 the file named by $REDLOCK_NODES_FILE; $REDISCLI_AUTH is the password of nodes whose URL
 has none), and
 releases the lock once CMD has exited. While CMD runs the lock is renewed every ttl/3.
@@ -36,6 +37,10 @@ them), and:
                  token of every earlier holder of KEY. Send it with each write to the
                  resource the lock protects, and have the resource reject any write whose
                  token is lower than one it has already seen (docs/design.md).
+With several keys, all of them are taken or none (the library's AcquireMulti), each key
+has its own token, and CMD gets instead:
+  REDLOCK_KEYS    the keys, one per line, in the order given
+  REDLOCK_TOKENS  their fencing tokens, one per line, in the same order
 
 CMD runs in a process group of its own. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
 SIGUSR2 sent to redlock are forwarded to that group (those ignored when redlock starts,
@@ -106,7 +111,7 @@ func minTTLFor(grace time.Duration) time.Duration {
 
 // execConfig is exec's parsed and validated command line.
 type execConfig struct {
-	key          string
+	keys         []string // one key, or the keys of a multi-key lock
 	argv         []string
 	path         string // argv[0] resolved on PATH
 	nodesFlag    string
@@ -143,6 +148,11 @@ func runExec(ctx context.Context, e *env, args []string) error {
 func parseExec(e *env, args []string) (*execConfig, error) {
 	fs := newFlagSet("exec", "[flags] KEY -- CMD [ARGS...]", execAbout)
 	cfg := &execConfig{}
+	var keyFlags []string
+	fs.Func("key", "a `KEY` of a lock over several keys: repeat it, or give a comma-separated list (a key that contains a comma goes as the KEY argument); KEY may then be left out", func(v string) error {
+		keyFlags = append(keyFlags, strings.Split(v, ",")...)
+		return nil
+	})
 	fs.StringVar(&cfg.nodesFlag, "nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
 	cfg.ttl = execDefaultTTL
 	fs.Var((*durationFlag)(&cfg.ttl), "ttl", "lock TTL (a `DURATION`, at least 500ms); renewed every ttl/3 while CMD runs")
@@ -170,14 +180,28 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	switch {
 	case dash < 0:
 		return nil, usageErrorf(`exec: missing "--" before the command: %s`, synopsis)
-	case len(pos) == 0:
+	case len(pos) == 0 && len(keyFlags) == 0:
 		return nil, usageErrorf("exec: missing KEY: %s", synopsis)
 	case len(pos) > 1:
 		return nil, usageErrorf(`exec: unexpected argument %q before "--": %s`, pos[1], synopsis)
 	case dash == len(args)-1:
 		return nil, usageErrorf(`exec: missing the command after "--": %s`, synopsis)
 	}
-	cfg.key, cfg.argv = pos[0], args[dash+1:]
+	cfg.keys, cfg.argv = append(pos, keyFlags...), args[dash+1:]
+	if len(cfg.keys) > 1 {
+		seen := map[string]bool{}
+		for _, k := range cfg.keys {
+			switch {
+			case k == "":
+				return nil, usageErrorf("exec: an empty key in --key %q", strings.Join(keyFlags, ","))
+			case strings.ContainsRune(k, '\n'):
+				return nil, usageErrorf("exec: key %q contains a newline, which $REDLOCK_KEYS uses to separate keys", k)
+			case seen[k]:
+				return nil, usageErrorf("exec: key %q is given twice", k)
+			}
+			seen[k] = true
+		}
+	}
 
 	if !flagSet(fs, "grace") {
 		cfg.grace = defaultGrace(cfg.ttl)
@@ -213,14 +237,17 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	return cfg, nil
 }
 
+// lockEnv are the variables exec sets for its command.
+var lockEnv = []string{"REDLOCK_KEY", "REDLOCK_TOKEN", "REDLOCK_KEYS", "REDLOCK_TOKENS"}
+
 // childEnv is the environment of exec's command: redlock's own, less the variables that
 // name the nodes or carry their credentials (credentialEnv) unless keep is set, and less
-// any REDLOCK_KEY and REDLOCK_TOKEN, which exec sets itself.
+// any of lockEnv, which exec sets itself.
 func childEnv(environ []string, keep bool) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if name == "REDLOCK_KEY" || name == "REDLOCK_TOKEN" || (!keep && slices.Contains(credentialEnv, name)) {
+		if slices.Contains(lockEnv, name) || (!keep && slices.Contains(credentialEnv, name)) {
 			continue
 		}
 		out = append(out, kv)
@@ -237,10 +264,64 @@ func unwrapExecErr(err error) error {
 	return err
 }
 
+// lockName names exec's lock in messages: the quoted key, or the quoted keys in brackets.
+func (cfg *execConfig) lockName() string {
+	if len(cfg.keys) == 1 {
+		return strconv.Quote(cfg.keys[0])
+	}
+	q := make([]string, len(cfg.keys))
+	for i, k := range cfg.keys {
+		q[i] = strconv.Quote(k)
+	}
+	return "[" + strings.Join(q, " ") + "]"
+}
+
+// heldLock is what the supervision of the command needs of the lock, single or multi-key.
+type heldLock struct {
+	env    []string // the command's REDLOCK_ variables
+	tokens []string // for --verbose
+	until  func() time.Time
+}
+
+// lostDetail is the cause of a lost lock, without the "lock lost: <keys>: " that the
+// library's message starts with.
+func (cfg *execConfig) lostDetail(err error) string {
+	return strings.TrimPrefix(bare(err), "lock lost: "+cfg.lockName()+": ")
+}
+
 // execRun is one run of exec.
 type execRun struct {
-	cfg *execConfig
-	e   *env
+	cfg       *execConfig
+	e         *env
+	statusKey string // the key whose Status explains a failed acquire
+}
+
+// contended reads the Status that explains a failed acquire: of the key, or of the first key
+// of a multi-key lock that some node reports held (the last key's when none is).
+func (x *execRun) contended(ctx context.Context, dc *redlock.Client) (*redlock.Status, error) {
+	var st *redlock.Status
+	var err error
+	for _, k := range x.cfg.keys {
+		x.statusKey = k
+		st, err = dc.Status(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		for _, ns := range st.Nodes {
+			if ns.Holder != "" {
+				return st, nil
+			}
+		}
+	}
+	return st, nil
+}
+
+// describeHolder is describeHolder for exec's lock: for several keys it names the key.
+func (x *execRun) describeHolder(st *redlock.Status) string {
+	if len(x.cfg.keys) == 1 {
+		return describeHolder(st)
+	}
+	return fmt.Sprintf("key %q: %s", x.statusKey, describeHolder(st))
 }
 
 // errWaitExpired is the cause of the acquire context's end when --wait ran out.
@@ -285,7 +366,7 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	r := startRouter(abort, cfg.wait)
 	defer r.stop()
 
-	if cfg.key == "" { // checked again by the library; here so that it is not a PING error
+	if cfg.keys[0] == "" { // checked again by the library; here so that it is not a PING error
 		return usageErrorf("exec: KEY is empty")
 	}
 	if err := x.preflight(acqCtx, urls, c.Quorum()); err != nil {
@@ -294,30 +375,45 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 		}
 		return err
 	}
-	x.notef("acquiring %q on %d nodes (quorum %d), ttl %v, wait %v", cfg.key, len(urls), c.Quorum(), cfg.ttl, cfg.wait)
+	x.notef("acquiring %s on %d nodes (quorum %d), ttl %v, wait %v", cfg.lockName(), len(urls), c.Quorum(), cfg.ttl, cfg.wait)
 
 	var res *childResult
-	err = c.Do(acqCtx, cfg.key, cfg.ttl, func(fctx context.Context, l *redlock.Lock) error {
+	run := func(fctx context.Context, h heldLock) error {
 		if !r.begin() {
 			return errNotStarted
 		}
-		x.notef("acquired %q, token %v, valid for %v; running %s", l.Key(), l.Token(), time.Until(l.Until()).Round(time.Millisecond), strings.Join(cfg.argv, " "))
-		res = x.supervise(fctx, l, r.fwd)
+		x.notef("acquired %s, token %s, valid for %v; running %s", cfg.lockName(), strings.Join(h.tokens, ","), time.Until(h.until()).Round(time.Millisecond), strings.Join(cfg.argv, " "))
+		res = x.supervise(fctx, h, r.fwd)
 		return res.startErr
-	})
+	}
+	if len(cfg.keys) == 1 {
+		err = c.Do(acqCtx, cfg.keys[0], cfg.ttl, func(fctx context.Context, l *redlock.Lock) error {
+			return run(fctx, heldLock{env: []string{"REDLOCK_KEY=" + l.Key(), "REDLOCK_TOKEN=" + l.Token().String()},
+				tokens: []string{l.Token().String()}, until: l.Until})
+		})
+	} else {
+		err = c.DoMulti(acqCtx, cfg.keys, cfg.ttl, func(fctx context.Context, m *redlock.MultiLock) error {
+			var tokens []string
+			for _, t := range m.Tokens() {
+				tokens = append(tokens, t.String())
+			}
+			return run(fctx, heldLock{env: []string{"REDLOCK_KEYS=" + strings.Join(m.Keys(), "\n"), "REDLOCK_TOKENS=" + strings.Join(tokens, "\n")},
+				tokens: tokens, until: m.Until})
+		})
+	}
 	switch {
 	case res != nil && res.startErr != nil:
 		return &exitError{code: exitCannotRun, err: fmt.Errorf("exec: cannot start %q: %v (the lock was released)", cfg.argv[0], unwrapExecErr(res.startErr))}
 	case errors.Is(err, redlock.ErrLockLost) && res != nil:
-		return &exitError{code: cfg.lostCode, err: fmt.Errorf("exec: lock %q lost while the command ran: %s; %s",
-			cfg.key, strings.TrimPrefix(bare(err), fmt.Sprintf("lock lost: %q: ", cfg.key)), res.describe())}
+		return &exitError{code: cfg.lostCode, err: fmt.Errorf("exec: lock %s lost while the command ran: %s; %s",
+			cfg.lockName(), cfg.lostDetail(err), res.describe())}
 	case errors.Is(err, redlock.ErrInvalidArgument):
 		return usageErrorf("exec: bad KEY or --ttl: %s", bare(err))
 	case err != nil:
 		return x.notAcquired(acqCtx, clients, err)
 	}
 	code, what := exitStatus(res.state)
-	x.notef("command %s; lock %q released", what, cfg.key)
+	x.notef("command %s; lock %s released", what, cfg.lockName())
 	if code == 0 {
 		return nil
 	}
@@ -363,13 +459,13 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 	// each node than the acquire did, so that a slow node is not mistaken for a dead one.
 	dc, derr := redlock.New(clients, redlock.WithNodeTimeout(max(cfg.nodeTimeout, diagnoseTimeout)), redlock.WithAmnesiaTolerance(cfg.amnesia))
 	if derr != nil {
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %q not acquired (%s): %s", cfg.key, how, bare(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, bare(err))}
 	}
 	defer dc.Close()
-	st, serr := dc.Status(context.WithoutCancel(acqCtx), cfg.key)
+	st, serr := x.contended(context.WithoutCancel(acqCtx), dc)
 	switch {
 	case serr != nil:
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %q not acquired (%s): %s", cfg.key, how, bare(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, bare(err))}
 	case answered(st) < st.Quorum:
 		var failed []string
 		for _, ns := range st.Nodes {
@@ -377,20 +473,20 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 				failed = append(failed, fmt.Sprintf("node %s: %s", ns.Addr, nodeErrText(ns.Err)))
 			}
 		}
-		return fmt.Errorf("exec: lock %q not acquired: only %d of %d nodes answered, quorum is %d; %s",
-			cfg.key, answered(st), len(st.Nodes), st.Quorum, strings.Join(failed, "; "))
+		return fmt.Errorf("exec: lock %s not acquired: only %d of %d nodes answered, quorum is %d; %s",
+			cfg.lockName(), answered(st), len(st.Nodes), st.Quorum, strings.Join(failed, "; "))
 	case !st.HeldByQuorum():
 		// Free now: the holder let go just after our attempt, or the attempt failed for
 		// another reason (a split vote, slow nodes); its own error says which.
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %q not acquired (%s): %s; the attempt: %s",
-			cfg.key, how, describeHolder(st), bare(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s; the attempt: %s",
+			cfg.lockName(), how, x.describeHolder(st), bare(err))}
 	}
-	return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %q not acquired (%s): %s", cfg.key, how, describeHolder(st))}
+	return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, x.describeHolder(st))}
 }
 
 func (x *execRun) interruptedErr(intr *interrupted) error {
 	return &exitError{code: 128 + signalNumber(intr.sig),
-		err: fmt.Errorf("exec: %s while waiting for lock %q; the command did not run", intr, x.cfg.key)}
+		err: fmt.Errorf("exec: %s while waiting for lock %s; the command did not run", intr, x.cfg.lockName())}
 }
 
 // notef prints a notice on stderr with --verbose.
@@ -458,12 +554,12 @@ func (r *childResult) describe() string {
 // lock is being lost), sends the group SIGTERM and then SIGKILL, the latter no later than
 // killSafety(ttl) before the lock's validity deadline. It returns only once the command has
 // been reaped.
-func (x *execRun) supervise(fctx context.Context, l *redlock.Lock, fwd <-chan os.Signal) *childResult {
+func (x *execRun) supervise(fctx context.Context, l heldLock, fwd <-chan os.Signal) *childResult {
 	cfg := x.cfg
 	res := &childResult{}
 	cmd := exec.Command(cfg.path, cfg.argv[1:]...)
 	cmd.Args[0] = cfg.argv[0]
-	cmd.Env = append(childEnv(os.Environ(), cfg.keepNodeEnv), "REDLOCK_KEY="+l.Key(), "REDLOCK_TOKEN="+l.Token().String())
+	cmd.Env = append(childEnv(os.Environ(), cfg.keepNodeEnv), l.env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, x.e.stdout, x.e.stderr
 	tty, foreground := foregroundTTY()
 	cmd.SysProcAttr = childSysProcAttr(foreground, tty)
@@ -535,7 +631,7 @@ func (x *execRun) supervise(fctx context.Context, l *redlock.Lock, fwd <-chan os
 			lost = nil
 			res.lost = true
 			at := time.Now().Add(cfg.grace)
-			if last := l.Until().Add(-killSafety(cfg.ttl)); last.Before(at) {
+			if last := l.until().Add(-killSafety(cfg.ttl)); last.Before(at) {
 				at = last // the renewer was late: keep SIGKILL ahead of the deadline
 			}
 			x.notef("lock lost: sending SIGTERM to the command, SIGKILL in %v", time.Until(at).Round(time.Millisecond))

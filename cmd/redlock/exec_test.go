@@ -195,6 +195,52 @@ func TestExecTokensIncrease(t *testing.T) {
 	}
 }
 
+// TestExecMultiKey: --key (repeated, or a comma list, with KEY) takes one lock over every
+// key: the command gets REDLOCK_KEYS and REDLOCK_TOKENS, one per line in the same order, each
+// token from its key's own counter; while one of the keys is held elsewhere, exec reports that
+// key and does not run the command, and no key of the set is left taken.
+func TestExecMultiKey(t *testing.T) {
+	t.Parallel()
+	_, nodes := startCluster(t, 5)
+	code, out, errOut := runBin(t, nil, "exec", "--nodes", nodes, "--key", "acct:B,acct:C", "acct:A", "--", "sh", "-c",
+		`printf '%s\n--\n%s\n--\n%s/%s\n' "$REDLOCK_KEYS" "$REDLOCK_TOKENS" "${REDLOCK_KEY-unset}" "${REDLOCK_TOKEN-unset}"`)
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit code %d, stderr %q", code, errOut)
+	}
+	parts := strings.Split(strings.TrimSpace(out), "\n--\n")
+	if len(parts) != 3 || parts[0] != "acct:A\nacct:B\nacct:C" || parts[2] != "unset/unset" {
+		t.Fatalf("command printed %q", out)
+	}
+	tokens := strings.Split(parts[1], "\n")
+	for i, key := range []string{"acct:A", "acct:B", "acct:C"} {
+		doc := statusJSON(t, nodes, key, 0)
+		n, err := strconv.ParseUint(tokens[i], 10, 64)
+		if err != nil || doc.State != "free" || doc.NextTokenAtLeast != n+1 {
+			t.Errorf("%s: token %q, status %q, next token %d", key, tokens[i], doc.State, doc.NextTokenAtLeast)
+		}
+	}
+
+	// Hold acct:C alone; the set cannot be taken, and exec names the key that is held.
+	dir := t.TempDir()
+	killLeftovers(t, dir)
+	hold := startBin(t, nil, "exec", "--nodes", nodes, "acct:C", "--", "sh", "-c",
+		childScript(`touch "$D/held"; while [ ! -e "$D/go" ]; do sleep 0.01; done`), "sh", dir)
+	waitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "held")) })
+	code, out, errOut = runBin(t, nil, "exec", "--nodes", nodes, "--key", "acct:A", "--key", "acct:C", "--", "sh", "-c", "echo ran")
+	if code != defaultConflictExitCode || out != "" || !strings.Contains(errOut, `lock ["acct:A" "acct:C"] not acquired`) || !strings.Contains(errOut, `key "acct:C": held by`) {
+		t.Fatalf("contended set: exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if doc := statusJSON(t, nodes, "acct:A", 0); doc.State != "free" {
+		t.Errorf("acct:A after the refused set: %q", doc.State)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := hold.wait(t, 15*time.Second); code != 0 {
+		t.Fatalf("holder: exit code %d, stderr %q", code, hold.stderr.String())
+	}
+}
+
 // statusJSON runs "status --json" and decodes its output; wantCode is the expected exit code.
 func statusJSON(t *testing.T, nodes, key string, wantCode int) statusDoc {
 	t.Helper()
@@ -635,6 +681,9 @@ func TestExecCommandLine(t *testing.T) {
 		{"unreachable", nil, append(slices.Clone(nodesOK), "k", "--", "true"), exitFail, "only 0 of 1 nodes answered PING, quorum is 1: node " + closed},
 		{"command not found", nil, append(slices.Clone(nodesOK), "k", "--", "no-such-command-xyz"), exitNotFound, `cannot run "no-such-command-xyz": executable file not found`},
 		{"command not executable", nil, append(slices.Clone(nodesOK), "k", "--", noExec), exitCannotRun, "permission denied"},
+		{"duplicate --key", nil, []string{"exec", "--key", "a,b", "--key", "a", "--", "true"}, exitUsage, `key "a" is given twice`},
+		{"empty --key entry", nil, []string{"exec", "--key", "a,,b", "--", "true"}, exitUsage, `an empty key in --key "a,,b"`},
+		{"KEY and --key repeat", nil, []string{"exec", "--key", "a", "a", "--", "true"}, exitUsage, `key "a" is given twice`},
 		{"bad amnesia tolerance", nil, append(slices.Clone(nodesOK), "--amnesia-tolerance", "3", "k", "--", "true"), exitUsage, "amnesia"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
