@@ -22,11 +22,13 @@
 //
 //   - [New] builds a [Client] over go-redis clients, one per node, with [Option] values such
 //     as [WithNodeTimeout], [WithDriftFactor], [WithRetryLimit], [WithRetryDelay],
-//     [WithAmnesiaTolerance] and [WithoutFencing] (no token, for locks that only save work).
+//     [WithAmnesiaTolerance], [WithoutFencing] (no token, for locks that only save work) and
+//     [WithLockDelay] (a lapsed lock stays out of reach for a further delay).
 //   - [Client.TryAcquire] makes one attempt; [Client.Acquire] retries until it succeeds or
 //     its context ends. Both return a [*Lock].
 //   - [Lock.Token] is the fencing token, [Lock.Until] the validity deadline, [Lock.Extend]
-//     renews, [Lock.Release] releases.
+//     renews, [Lock.Release] releases; [Lock.IdempotencyKey] derives a key for services
+//     that deduplicate on one but cannot check a token.
 //   - [Client.Do] holds a lock while a function runs, renews it, and cancels the function's
 //     context with [ErrLockLost] before the validity deadline when renewals fail.
 //   - [Client.Status] shows each node's view of a lock, for operators.

@@ -112,3 +112,88 @@ func ExampleWithAmnesiaTolerance() {
 	// Output:
 	// quorum: 3 of 3
 }
+
+// bank stands for a payment provider that deduplicates requests on an idempotency key but
+// knows nothing of fencing tokens.
+type bank struct {
+	paid map[string]int64 // idempotency key -> amount paid under it
+}
+
+func (b *bank) pay(idemKey string, amount int64) {
+	if _, dup := b.paid[idemKey]; !dup {
+		b.paid[idemKey] = amount
+	}
+}
+
+// The settlement's payout survives a takeover with one key for the bank. Before the call,
+// the holder records the step's intent in the fenced store: first a fenced write that bars
+// every older holder from the record, then a read of the key an earlier holder may have
+// recorded, which it reuses, or else a fenced write of its own key. Holder A sends the
+// payout and dies before marking it done; B takes over with a new token, and so a new key
+// of its own, but finds A's key recorded and sends that: the bank pays once.
+func ExampleLock_IdempotencyKey() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	m := miniredis.NewMiniRedis() // the store that keeps the settlement's records
+	if err := m.Start(); err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	store := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	defer store.Close()
+	fence := redlock.NewRedisFence(store)
+	c, _ := redlock.New(nodes)
+	defer c.Close()
+	ctx := context.Background()
+	b := &bank{paid: map[string]int64{}}
+
+	const intent = "settlement:S-1:payout" // the step's record: key, done
+	payout := func(l *redlock.Lock, dieBeforeDone bool) (string, error) {
+		tok := l.Token()
+		// 1. Bar older holders: after this write the store refuses their tokens.
+		if err := fence.HSet(ctx, intent, map[string]string{"holder": tok.String()}, tok); err != nil {
+			return "", err // errors.Is(err, redlock.ErrStaleToken): a newer holder has the job
+		}
+		// 2. Reuse the key of an earlier holder's intent, if there is one.
+		rec, err := store.HGetAll(ctx, intent).Result()
+		if err != nil {
+			return "", err
+		}
+		if rec["done"] == "1" {
+			return rec["key"], nil
+		}
+		key := rec["key"]
+		if key == "" {
+			key = l.IdempotencyKey("payout")
+			if err := fence.HSet(ctx, intent, map[string]string{"key": key}, tok); err != nil {
+				return "", err
+			}
+		}
+		// 3. The external call, with the recorded key.
+		b.pay(key, 125_00)
+		if dieBeforeDone {
+			return key, nil
+		}
+		// 4. Mark the step done.
+		return key, fence.HSet(ctx, intent, map[string]string{"done": "1"}, tok)
+	}
+
+	a, _ := c.TryAcquire(ctx, "settlement:S-1", time.Minute)
+	sentA, _ := payout(a, true)
+	_ = a.Release(ctx) // A's process dies here; in production its lock would lapse instead
+
+	bl, _ := c.TryAcquire(ctx, "settlement:S-1", time.Minute)
+	sentB, err := payout(bl, false)
+	if err != nil {
+		panic(err)
+	}
+	_ = bl.Release(ctx)
+
+	fmt.Println("B's own key differs from A's:", bl.IdempotencyKey("payout") != a.IdempotencyKey("payout"))
+	fmt.Println("B sent A's key:", sentB == sentA)
+	fmt.Println("payouts:", len(b.paid))
+	// Output:
+	// B's own key differs from A's: true
+	// B sent A's key: true
+	// payouts: 1
+}

@@ -41,9 +41,13 @@ const (
 	// context before the validity deadline when no renewal was confirmed: with a 30 s TTL,
 	// 3 s before Until.
 	DefaultCancelMargin = 0.1
-	// MaxTTL is the longest TTL a lock may have. A lock meant to outlive a year is a
-	// configuration error, and operators must be able to wait out the longest TTL before
-	// restarting a node without persistence (the delayed restart of docs/design.md).
+	// DefaultLockDelay is the lock-delay of [WithLockDelay]: 0, a lock that expires is free
+	// at once.
+	DefaultLockDelay = 0 * time.Second
+	// MaxTTL is the longest TTL a lock may have, and the longest its keys may live on a node
+	// (TTL plus lock-delay, [WithLockDelay]). A lock meant to outlive a year is a
+	// configuration error, and operators must be able to wait out the longest key lifetime
+	// before restarting a node without persistence (the delayed restart of docs/design.md).
 	MaxTTL = 365 * 24 * time.Hour
 )
 
@@ -76,6 +80,7 @@ type config struct {
 	logger           *slog.Logger
 	noFencing        bool // WithoutFencing: plain SET NX PX, no counter, Token 0
 	noHealing        bool // WithoutHealing: extends do not give keys back to nodes that lost them
+	lockDelay        time.Duration
 }
 
 func defaultConfig() config {
@@ -89,6 +94,7 @@ func defaultConfig() config {
 		counterIdleTTL:   DefaultCounterIdleTTL,
 		renewFraction:    DefaultRenewFraction,
 		cancelMargin:     DefaultCancelMargin,
+		lockDelay:        DefaultLockDelay,
 		clock:            systemClock{},
 		logger:           slog.New(slog.DiscardHandler),
 	}
@@ -245,6 +251,49 @@ func WithoutFencing() Option {
 func WithoutHealing() Option {
 	return func(c *config) error {
 		c.noHealing = true
+		return nil
+	}
+}
+
+// WithLockDelay keeps a lock that lapsed without a release out of everyone's reach for a
+// further d, as Consul's lock-delay does: the lock's keys are set (and extended) with
+// PX ttl + d on the nodes, while the holder's validity, [Lock.Until], is still computed from
+// ttl alone. A holder that crashes, or pauses past its deadline, therefore keeps the others
+// out until d after its lock lapsed, and a paused holder that resumes within that time has
+// nobody to overlap with. This protects calls to services that cannot check a fencing token
+// (a payout API, an e-mail provider). An explicit [Lock.Release] deletes the keys, so a
+// released lock is free at once; so is the undo of a failed acquire. d must be at least 0, a
+// whole number of milliseconds, and below [MaxTTL]; [New] returns an error matching
+// ErrInvalidArgument otherwise.
+//
+// Every call that takes a TTL (Acquire, TryAcquire, Do, Extend) then also returns an error
+// matching ErrInvalidArgument, and sends nothing, when ttl + d exceeds MaxTTL.
+//
+// While the delay runs, the lapsed holder's keys are still on the nodes: other acquirers
+// are refused as if the lock were held (Acquire keeps retrying at its retry delay, and a
+// refusal's per-node error reports the time left including the delay), [Client.Status]
+// reports the holder with a remaining TTL that includes the delay, and an Extend by the
+// lapsed holder that reaches a quorum before the keys expire succeeds and moves Until again
+// (safe: its keys never expired, so nobody else held the lock meanwhile; docs/design.md).
+// [Client.Do] does not rely on that: it cancels fn's context at Until − cancel margin as
+// without a delay, and releases.
+//
+// What it does not do: a node that restarts without its data loses the delay along with
+// the key; a holder paused longer than ttl + d still overlaps with the next holder; and
+// the delay costs availability after every crash. So fencing tokens are still what
+// protects a store that can check them. The delay applies the same way [WithoutFencing].
+// Default [DefaultLockDelay] (no delay).
+func WithLockDelay(d time.Duration) Option {
+	return func(c *config) error {
+		switch {
+		case d < 0:
+			return invalidf("lock delay %v is negative", d)
+		case d%time.Millisecond != 0:
+			return invalidf("lock delay %v is not a whole number of milliseconds", d)
+		case d >= MaxTTL:
+			return invalidf("lock delay %v leaves no room for a TTL under MaxTTL (%v)", d, MaxTTL)
+		}
+		c.lockDelay = d
 		return nil
 	}
 }

@@ -158,11 +158,24 @@ func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, lockKey
 	if err != nil {
 		return 0, lockKeys{}, err
 	}
-	ttl, err = checkTTL(ttl, c.cfg.driftFactor)
+	ttl, err = c.checkKeyTTL(ttl)
 	if err != nil {
 		return 0, lockKeys{}, err
 	}
 	return ttl, set, nil
+}
+
+// checkKeyTTL validates a lock's TTL as checkTTL does, and also the lifetime of its keys,
+// ttl + lock-delay, which must not exceed MaxTTL.
+func (c *Client) checkKeyTTL(ttl time.Duration) (time.Duration, error) {
+	ttl, err := checkTTL(ttl, c.cfg.driftFactor)
+	if err != nil {
+		return 0, err
+	}
+	if d := c.cfg.lockDelay; ttl > MaxTTL-d { // d < MaxTTL (WithLockDelay), so no overflow
+		return 0, invalidf("ttl %v plus lock delay %v exceeds MaxTTL (%v)", ttl, d, MaxTTL)
+	}
+	return ttl, nil
 }
 
 // TryAcquire makes one attempt to acquire the lock named key for ttl. It sends the acquire
@@ -175,7 +188,8 @@ func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, lockKey
 // key (see [Client.Acquire]). Safe for concurrent use.
 //
 // ttl is truncated to whole milliseconds and must leave positive validity after the clock
-// drift allowance ([Drift]), at most [MaxTTL]. The lock's validity deadline is
+// drift allowance ([Drift]), at most [MaxTTL] together with the lock-delay
+// ([WithLockDelay]), which the keys live on top of ttl. The lock's validity deadline is
 // start + ttl − drift, where start is taken before the first command is sent; see
 // [Lock.Until].
 //
@@ -395,10 +409,10 @@ func (l *Lock) Until() time.Time {
 
 // Extend gives the lock a new TTL of ttl from now, on every node in parallel, with a
 // compare-and-pexpire script that never re-creates an expired key and never touches another
-// holder's key. It succeeds only if a quorum confirms while validity time is left
+// holder's key. The keys get ttl plus the lock-delay ([WithLockDelay]), as on acquire. It succeeds only if a quorum confirms while validity time is left
 // (ttl − elapsed − drift > 0), and then moves Until to start + ttl − drift. The token stays.
 //
-// Errors: ErrInvalidArgument for a bad ttl (nothing sent); a *QuorumError matching
+// Errors: ErrInvalidArgument for a bad ttl, as for TryAcquire (nothing sent); a *QuorumError matching
 // ErrNotHeld when a quorum did not confirm in time. After such a failure Until never moves
 // later, and moves earlier when the new TTL was shorter than what was left (some nodes may
 // have applied it); ErrReleased (which matches ErrNotHeld) after a successful Release; when
@@ -411,7 +425,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if ctx == nil {
 		return invalidf("context is nil")
 	}
-	ttl, err := checkTTL(ttl, l.c.cfg.driftFactor)
+	ttl, err := l.c.checkKeyTTL(ttl)
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"amnesia tolerance beyond the nodes", clients, []Option{WithAmnesiaTolerance(3)}},
 		{"counter TTL too short", clients, []Option{WithCounterIdleTTL(time.Millisecond)}},
 		{"counter TTL not whole ms", clients, []Option{WithCounterIdleTTL(time.Hour + time.Microsecond)}},
+		{"negative lock delay", clients, []Option{WithLockDelay(-time.Millisecond)}},
+		{"lock delay not whole ms", clients, []Option{WithLockDelay(time.Second + time.Microsecond)}},
+		{"lock delay of MaxTTL", clients, []Option{WithLockDelay(MaxTTL)}},
 		{"nil clock", clients, []Option{WithClock(nil)}},
 		{"nil logger", clients, []Option{WithLogger(nil)}},
 	} {

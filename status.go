@@ -10,12 +10,16 @@ import (
 
 // NodeStatus is what one node says about a lock key.
 type NodeStatus struct {
-	Node    int           // index in the slice given to New
-	Addr    string        // the node's address, when its client exposes one
-	Err     error         // nil when the node answered; a *NodeError otherwise
-	Holder  string        // the holder id stored under the key, "" when the key is absent
-	TTL     time.Duration // the key's remaining TTL, 0 when absent
-	Counter Token         // the fence counter, 0 when the node has none
+	Node   int    // index in the slice given to New
+	Addr   string // the node's address, when its client exposes one
+	Err    error  // nil when the node answered; a *NodeError otherwise
+	Holder string // the holder id stored under the key, "" when the key is absent
+	// TTL is the key's remaining time on the node, 0 when absent. A key set by a client
+	// made [WithLockDelay] lives ttl + delay, so this includes the delay: after the
+	// holder's Until has passed, the key may still be here, and the lock still refused to
+	// others, for up to the delay.
+	TTL     time.Duration
+	Counter Token // the fence counter, 0 when the node has none
 }
 
 // Status is a snapshot of a lock key across the nodes, for operators and tools. It is read
@@ -25,7 +29,9 @@ type Status struct {
 	Quorum int
 	Nodes  []NodeStatus
 	// Holder is the holder id found on at least a quorum of nodes, "" when no holder has a
-	// quorum (free, expired on too many nodes, or split).
+	// quorum (free, expired on too many nodes, or split). With [WithLockDelay] it also names
+	// a holder whose validity has ended but whose keys are still serving the delay; Status
+	// cannot tell the two apart, since a node knows only the key's remaining time.
 	Holder string
 	// NextTokenAtLeast is a lower bound on the token the next successful acquire can get:
 	// an acquire needs a quorum of nodes, each of which increments its counter (or seeds a

@@ -233,7 +233,7 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 		}
 		r.conns = append(r.conns, cs)
 		cl, err := redlock.New(universal(cs), redlock.WithNodeTimeout(p.NodeTimeout), redlock.WithRetryDelay(retry),
-			redlock.WithAmnesiaTolerance(st.amnesia))
+			redlock.WithAmnesiaTolerance(st.amnesia), redlock.WithLockDelay(time.Duration(st.lockDelay)*p.TTL))
 		if err != nil {
 			return nil, err
 		}
@@ -552,6 +552,15 @@ func (r *Run) Unpark(clients ...int) {
 	r.rec.Note("clients %v go on", clients)
 	for _, c := range clients {
 		r.workers[c].gate.set(false)
+	}
+}
+
+// Park shuts the listed clients' gates: each parks after its current critical section, and
+// stays parked until Begin, Unpark or UnparkAll. It does not wait.
+func (r *Run) Park(clients ...int) {
+	r.rec.Note("clients %v park after their current section", clients)
+	for _, c := range clients {
+		r.workers[c].gate.set(true)
 	}
 }
 

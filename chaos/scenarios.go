@@ -33,6 +33,8 @@ type setup struct {
 	// at once instead of being retried by go-redis until the node timeout.
 	noRetries bool
 	writes    int // writes per plain critical section
+	// lockDelay is every client's WithLockDelay, in TTLs of the profile; 0 for none.
+	lockDelay int
 }
 
 // Expect is what a scenario must show in every run. Whatever the scenario, a run must also
@@ -214,11 +216,11 @@ var scenarios = []*Scenario{
 	},
 	{
 		Name: "client-pause", Group: groupClient,
-		Summary: "a holder stops for twice the TTL between its validity check and its write",
+		Summary: "a holder stops for twice the TTL between its validity check and its write (no lock-delay)",
 		Story: "Client A holds the lock, checks that it is still valid, and stops (a GC pause, SIGSTOP, a VM " +
 			"migration) for twice the TTL before its write: its links are blackholed, so its renewals stop too. " +
 			"A's keys expire, B takes the lock and writes. A resumes and sends its write with its old token; the " +
-			"store refuses it.",
+			"store refuses it. client-pause-lock-delay is the same pause with WithLockDelay.",
 		Expect: Expect{Violation: true, Rejections: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
 		script: func(ctx context.Context, r *Run) error {
@@ -249,6 +251,54 @@ var scenarios = []*Scenario{
 			err = r.AwaitHoldEnd(ctx, hold, 15*r.TTL()+10*time.Second)
 			r.UnparkAll()
 			return errors.Join(err, pauseErr, r.Soak(ctx, r.Profile.Cooldown))
+		},
+	},
+	{
+		Name: "client-pause-lock-delay", Group: groupClient,
+		Summary: "the same pause with WithLockDelay(2 TTL), longer than the pause's overrun: no overlap",
+		Story: "As client-pause, with every client made WithLockDelay(2 TTL): the lock keys live three TTLs from " +
+			"the last confirmed acquire or extend, while validity still ends after one. A stops for twice the " +
+			"TTL, one TTL past its validity. B keeps trying throughout and is refused, because A's keys are " +
+			"still on the nodes. A resumes, sends its write (accepted: nobody newer has written), its Do reports " +
+			"the lock lost and releases it (A then parks), and only then does B get the lock. Without a token check the write " +
+			"would have been just as safe: no two holders overlapped.",
+		Expect: Expect{},
+		setup:  setup{nodes: 5, keys: 1, writes: 3, lockDelay: 2},
+		script: func(ctx context.Context, r *Run) error {
+			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+				return err
+			}
+			actor := r.Rand.IntN(r.Clients())
+			challenger := r.Other(actor)
+			if err := r.ParkAll(ctx); err != nil {
+				return err
+			}
+			defer r.UnparkAll()
+			hold, err := r.Begin(ctx, actor, Plan{Role: "paused", Writes: 2, Gap: r.TTL() / 20,
+				Before: func(_ context.Context, hold, seq int) {
+					if seq != 1 {
+						return
+					}
+					f := r.Isolate(actor, fmt.Sprintf("client %d stops for at least %v", actor, 2*r.TTL()))
+					r.Unpark(challenger)
+					Pause(ctx, 2*r.TTL()) // the pause itself; B cannot get in meanwhile
+					r.Heal(f)
+					r.Park(actor) // so that B, not A's next section, takes over after A's release
+				}})
+			if err != nil {
+				return err
+			}
+			err = r.AwaitHoldEnd(ctx, hold, 15*r.TTL()+10*time.Second)
+			if err == nil {
+				err = r.pausedPastValidity(hold)
+			}
+			if err == nil {
+				// B, which kept trying since A stopped, gets the lock once A has released
+				// (or A's keys have served the delay).
+				err = r.awaitTakeover(ctx, hold, challenger, 10*r.TTL()+5*time.Second)
+			}
+			r.UnparkAll()
+			return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
 		},
 	},
 	{
@@ -459,6 +509,40 @@ func bareQuorumRestart(ctx context.Context, r *Run) error {
 	r.Heal(pf)
 	r.UnparkAll()
 	return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
+}
+
+// pausedPastValidity checks that the hold's critical section ended after its validity
+// deadline: the pause really outlasted the lock, so a run without overlaps means something.
+func (r *Run) pausedPastValidity(hold int) error {
+	var err error
+	r.rec.View(func(h *History) {
+		if hd := h.Holds[hold]; hd.End <= hd.Until {
+			err = fmt.Errorf("chaos: hold %d ended at %v, before its validity deadline %v: the pause did not outlast the lock", hold, hd.End, hd.Until)
+		}
+	})
+	return err
+}
+
+// awaitTakeover waits until client c holds the hold's key after the hold, and notes when
+// the hold's validity and section ended and when c asked for and got the lock.
+func (r *Run) awaitTakeover(ctx context.Context, hold, c int, limit time.Duration) error {
+	var a, b Hold
+	err := r.rec.Await(ctx, limit, fmt.Sprintf("client %d to hold the lock after hold %d", c, hold), func(h *History) bool {
+		a = h.Holds[hold]
+		for _, hd := range h.Holds {
+			if hd.Client == c && hd.Key == a.Key && hd.Token > a.Token {
+				b = hd
+				return true
+			}
+		}
+		return false
+	})
+	if err == nil {
+		r.rec.Note("hold %d: valid until %v, section ended %v; client %d asked at %v, granted at %v",
+			hold, a.Until.Round(time.Millisecond), a.End.Round(time.Millisecond), c,
+			b.Asked.Round(time.Millisecond), b.Granted.Round(time.Millisecond))
+	}
+	return err
 }
 
 func sorted(s []int) []int {

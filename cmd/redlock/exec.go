@@ -120,6 +120,7 @@ type execConfig struct {
 	grace        time.Duration
 	nodeTimeout  time.Duration
 	amnesia      int
+	lockDelay    time.Duration
 	conflictCode int
 	lostCode     int
 	verbose      bool
@@ -162,6 +163,7 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	fs.IntVar(&cfg.lostCode, "lost-exit-code", defaultLostExitCode, "exit status when the lock is lost while CMD runs")
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cliNodeTimeout, "how long one call waits for one node")
 	fs.IntVar(&cfg.amnesia, "amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's other users")
+	fs.Var((*durationFlag)(&cfg.lockDelay), "lock-delay", "as the library's WithLockDelay: if this lock lapses without a release (redlock killed, the machine paused), nobody can take it\nfor a further `DURATION`; a release clears it; ttl + lock-delay ≤ "+redlock.MaxTTL.String()+" (default 0s: none)")
 	cfg.tls.register(fs)
 	fs.BoolVar(&cfg.keepNodeEnv, "keep-node-env", false, "pass $"+nodesEnv+", $"+nodesFileEnv+" and $"+authEnv+" on to CMD (by default they are removed from its environment: they may hold passwords)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "say on stderr what redlock does (acquire, token, renewal failures, release)")
@@ -209,6 +211,12 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	switch {
 	case cfg.ttl < execMinTTL || cfg.ttl > redlock.MaxTTL:
 		return nil, usageErrorf("exec: --ttl %v must be at least %v (room for renewals and for stopping CMD before the deadline) and at most %v", cfg.ttl, execMinTTL, redlock.MaxTTL)
+	case cfg.lockDelay < 0:
+		return nil, usageErrorf("exec: --lock-delay %v is negative", cfg.lockDelay)
+	case cfg.lockDelay%time.Millisecond != 0:
+		return nil, usageErrorf("exec: --lock-delay %v is not a whole number of milliseconds", cfg.lockDelay)
+	case cfg.lockDelay > redlock.MaxTTL-cfg.ttl:
+		return nil, usageErrorf("exec: --ttl %v plus --lock-delay %v exceeds %v", cfg.ttl, cfg.lockDelay, redlock.MaxTTL)
 	case cfg.wait < 0:
 		return nil, usageErrorf("exec: --wait %v is negative; use 0 to fail at once, or how long to keep trying", cfg.wait)
 	case cfg.grace < 0:
@@ -341,6 +349,7 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	opts := []redlock.Option{
 		redlock.WithNodeTimeout(cfg.nodeTimeout),
 		redlock.WithAmnesiaTolerance(cfg.amnesia),
+		redlock.WithLockDelay(cfg.lockDelay),
 		// SIGTERM at Until − (grace + safety), SIGKILL at Until − safety.
 		redlock.WithCancelMargin(float64(cfg.grace+killSafety(cfg.ttl)) / float64(cfg.ttl)),
 	}

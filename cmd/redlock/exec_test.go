@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"io"
 	"net"
@@ -672,6 +673,9 @@ func TestExecCommandLine(t *testing.T) {
 			"--grace 5s does not fit in --ttl 10s: a lost lock's command gets SIGTERM grace + 1s before the lock's deadline, which must be at most half the ttl; use a --ttl of at least 12.5s"},
 		{"grace too long, short ttl", nil, []string{"exec", "--ttl", "1s", "--grace", "300ms", "k", "--", "true"}, exitUsage,
 			"SIGTERM grace + 250ms before the lock's deadline, which must be at most half the ttl; use a --ttl of at least 1.1s"},
+		{"negative lock delay", nil, []string{"exec", "--lock-delay", "-1s", "k", "--", "true"}, exitUsage, "--lock-delay -1s is negative"},
+		{"lock delay not whole ms", nil, []string{"exec", "--lock-delay", "1.5ms", "k", "--", "true"}, exitUsage, "--lock-delay 1.5ms is not a whole number of milliseconds"},
+		{"lock delay beyond MaxTTL", nil, []string{"exec", "--ttl", "1h", "--lock-delay", "8760h", "k", "--", "true"}, exitUsage, "--ttl 1h0m0s plus --lock-delay 8760h0m0s exceeds 8760h0m0s"},
 		{"negative grace", nil, []string{"exec", "--grace", "-1s", "k", "--", "true"}, exitUsage, "--grace -1s is negative"},
 		{"exit code 0", nil, []string{"exec", "--conflict-exit-code", "0", "k", "--", "true"}, exitUsage, "--conflict-exit-code 0 is outside 1..255"},
 		{"exit code 256", nil, []string{"exec", "--lost-exit-code", "256", "k", "--", "true"}, exitUsage, "--lost-exit-code 256 is outside 1..255"},
@@ -771,8 +775,12 @@ func TestExecDefaultsCompose(t *testing.T) {
 	if cfg, err := parseExec(e, []string{"--ttl", "5s", "k", "--", "true"}); err != nil || cfg.grace != 2*time.Second {
 		t.Errorf("--ttl 5s: grace %v, %v; want 2s", cfg.grace, err)
 	}
-	if cfg, err := parseExec(e, []string{"k", "--", "true"}); err != nil || cfg.grace != execDefaultGrace {
-		t.Errorf("defaults: grace %v, %v; want %v", cfg.grace, err, execDefaultGrace)
+	if cfg, err := parseExec(e, []string{"k", "--", "true"}); err != nil || cfg.grace != execDefaultGrace || cfg.lockDelay != redlock.DefaultLockDelay {
+		t.Errorf("defaults: grace %v, lock delay %v, %v; want %v, %v", cfg.grace, cfg.lockDelay, err, execDefaultGrace, redlock.DefaultLockDelay)
+	}
+	// --lock-delay composes with every --ttl it leaves room for, up to MaxTTL in all.
+	if cfg, err := parseExec(e, []string{"--ttl", "1h", "--lock-delay", "8759h", "k", "--", "true"}); err != nil || cfg.lockDelay != 8759*time.Hour {
+		t.Errorf("--ttl 1h --lock-delay 8759h: %v, %v", cfg, err)
 	}
 	// An explicit --grace is kept, and checked.
 	if _, err := parseExec(e, []string{"--ttl", "5s", "--grace", "5s", "k", "--", "true"}); !isUsage(err) {
@@ -857,4 +865,53 @@ func TestExecNodesFileAuthACL(t *testing.T) {
 	if code == 0 || strings.Contains(errOut, pw) {
 		t.Fatalf("wrong password: exit code %d, stderr %q", code, errOut)
 	}
+}
+
+// TestExecLockDelay: --lock-delay reaches the library. While the command runs, the keys
+// carry ttl + delay (more than the ttl alone could give them); once redlock is killed with
+// SIGKILL (a crash: no release), a waiting exec gets the lock only after more than twice the
+// ttl, which without the delay it would have had within one ttl. A normal exit releases, and
+// the next exec gets in at once.
+func TestExecLockDelay(t *testing.T) {
+	t.Parallel()
+	cluster, nodes := startCluster(t, 3)
+	node0 := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0]})
+	defer node0.Close()
+	dir := t.TempDir()
+	killLeftovers(t, dir)
+	const (
+		key   = "delay"
+		ttl   = time.Second
+		delay = 3 * time.Second
+	)
+	holder := startBin(t, nil, "exec", "--nodes", nodes, "--ttl", ttl.String(), "--lock-delay", delay.String(), key, "--", "sh", "-c",
+		childScript(`echo started > "$D/a"; exec sleep 60`), "sh", dir)
+	waitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "a")) })
+	if p := node0.PTTL(t.Context(), key).Val(); p <= ttl || p > ttl+delay {
+		t.Fatalf("node 0: key PTTL %v while the command runs, want in (%v, %v]", p, ttl, ttl+delay)
+	}
+	if err := holder.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	holder.wait(t, 10*time.Second)
+	code, out, errOut := runBin(t, nil, "exec", "--nodes", nodes, "--ttl", ttl.String(), "--wait", "30s", key, "--", "true")
+	if code != 0 {
+		t.Fatalf("waiting exec: exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// The last renewal before the kill was at most a renewal interval (ttl/3) earlier, plus
+	// scheduling delays on a loaded machine; the keys then lived ttl + delay = 4s.
+	if got := time.Since(killed); got < 2*ttl {
+		t.Fatalf("the waiting exec got the lock %v after the crash, within 2 ttl: the delay was not applied", got)
+	}
+	start := time.Now()
+	code, _, errOut = runBin(t, nil, "exec", "--nodes", nodes, "--ttl", ttl.String(), "--lock-delay", delay.String(), key, "--", "true")
+	if code != 0 {
+		t.Fatalf("exec with --lock-delay: exit code %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runBin(t, nil, "exec", "--nodes", nodes, "--ttl", ttl.String(), key, "--", "true")
+	if code != 0 {
+		t.Fatalf("exec right after a released run with --lock-delay: exit code %d, stderr %q (the release should clear the delay)", code, errOut)
+	}
+	t.Logf("crash to next holder: at least %v; two runs after a release: %v", time.Since(killed)-time.Since(start), time.Since(start))
 }

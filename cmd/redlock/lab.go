@@ -40,7 +40,7 @@ const (
 func runLab(ctx context.Context, e *env, args []string) error {
 	var list strings.Builder
 	for _, s := range chaos.Scenarios() {
-		fmt.Fprintf(&list, "  %-22s %s\n", s.Name, s.Summary)
+		fmt.Fprintf(&list, "  %-24s %s\n", s.Name, s.Summary)
 	}
 	fs := newFlagSet("lab", "[--scenario NAME] [--runs N] [--seed S] [--out DIR] [--quick]", fmt.Sprintf(labAbout, list.String()))
 	scenario := fs.String("scenario", "all", "run only the scenario `NAME` (or a comma-separated list of names)")
@@ -87,7 +87,7 @@ func runLab(ctx context.Context, e *env, args []string) error {
 			if !r.OK() {
 				verdict = "UNEXPECTED: " + strings.Join(r.Problems, "; ")
 			}
-			fmt.Fprintf(e.stdout, "  %-22s run %d (seed %d): %4d acquisitions, %d ME violations, %d stale writes rejected, %d accepted, porcupine %s: %s\n",
+			fmt.Fprintf(e.stdout, "  %-24s run %d (seed %d): %4d acquisitions, %d ME violations, %d stale writes rejected, %d accepted, porcupine %s: %s\n",
 				r.Scenario, r.Run, r.Seed, v.Acquisitions, v.Violations, v.StaleRejected, len(v.StaleAccepted), v.Linearizable, verdict)
 		}})
 	if err != nil {

@@ -82,7 +82,7 @@ func TestLabRun(t *testing.T) {
 	}
 	for _, want := range []string{
 		"redlock lab: 1 scenarios × 1 runs, profile quick (TTL 1s), seed 7",
-		"clock-jump-partition   run 0 (seed 7):",
+		"clock-jump-partition     run 0 (seed 7):",
 		"| scenario | expected | runs | ME violations (overlapping pairs) | stale writes accepted | stale writes rejected | acquisitions/s | during node faults | p99 wait |",
 		"| clock-jump-partition | mutual exclusion breaks, fencing rejects the stale writes | 1 | 1 (",
 		"report: " + filepath.Join(dir, "report.md"),
