@@ -31,11 +31,18 @@
 //     that deduplicate on one but cannot check a token.
 //   - [Client.Do] holds a lock while a function runs, renews it, and cancels the function's
 //     context with [ErrLockLost] before the validity deadline when renewals fail.
+//   - [Client.AcquireMulti], [Client.TryAcquireMulti] and [Client.DoMulti] take one lock over
+//     several keys, all or none, with a token per key ([MultiLock.Token]).
+//   - Reentrancy: an acquire with a context that carries a held lock of the same Client on
+//     the same keys (the function context of Do, or [Lock.Context]) joins that hold instead
+//     of waiting for it; a nested hold that outlives its outer one fails with [ErrOutlived].
+//   - Extends heal: once a quorum confirms, nodes that lost the keys get them back
+//     ([WithoutHealing] turns this off).
 //   - [Client.Status] shows each node's view of a lock, for operators.
 //   - [RedisFence] makes fenced writes to a Redis store; package sqlfence does the same for
 //     PostgreSQL. A refused write is a [*StaleTokenError] matching [ErrStaleToken].
 //   - Errors: [ErrNotAcquired], [ErrNotHeld], [ErrLockLost], [ErrStaleToken],
-//     [ErrInvalidArgument], [ErrClosed], with detail in [*QuorumError], [*NodeError] and
+//     [ErrInvalidArgument], [ErrClosed], [ErrReleased], [ErrOutlived], with detail in [*QuorumError], [*NodeError] and
 //     [*StaleTokenError].
 //
 // Every call that does I/O takes a context first. Every command to a node goes through that

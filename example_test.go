@@ -197,3 +197,73 @@ func ExampleLock_IdempotencyKey() {
 	// B sent A's key: true
 	// payouts: 1
 }
+
+// A transfer locks both accounts with one multi-key lock and fences each account's write with
+// that account's own token. Two opposing transfers cannot deadlock: on each node one of them
+// gets both keys and the other neither.
+func ExampleClient_DoMulti() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	store := nodes[0] // the examples keep the balances on a lock node; use a store of your own
+	fence := redlock.NewRedisFence(store)
+
+	ctx := context.Background()
+	transfer := func(from, to string, amount int64) error {
+		return c.DoMulti(ctx, []string{"acct:" + from, "acct:" + to}, 10*time.Second,
+			func(ctx context.Context, m *redlock.MultiLock) error {
+				if _, err := fence.IncrBy(ctx, "balance:"+from, -amount, m.Token("acct:"+from)); err != nil {
+					return err
+				}
+				_, err := fence.IncrBy(ctx, "balance:"+to, amount, m.Token("acct:"+to))
+				return err
+			})
+	}
+	if err := errors.Join(transfer("alice", "bob", 30), transfer("bob", "alice", 10)); err != nil {
+		panic(err)
+	}
+	alice, _, err := fence.Get(ctx, "balance:alice")
+	if err != nil {
+		panic(err)
+	}
+	bob, _, err := fence.Get(ctx, "balance:bob")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("alice:", alice, "bob:", bob)
+	// Output:
+	// alice: -20 bob: 20
+}
+
+// Inside Do, a call that acquires the same key with the function's context joins the hold
+// instead of waiting for it until the TTL runs out.
+func ExampleLock_Context() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	settle := func(ctx context.Context) error {
+		l, err := c.Acquire(ctx, "settlement", 10*time.Second) // joins when ctx carries the hold
+		if err != nil {
+			return err
+		}
+		defer l.Release(context.WithoutCancel(ctx)) // ends only this nested hold
+		fmt.Println("nested hold, token", l.Token() > 0)
+		return nil
+	}
+	err = c.Do(context.Background(), "settlement", 10*time.Second, func(ctx context.Context, l *redlock.Lock) error {
+		return settle(ctx)
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// nested hold, token true
+	// done: <nil>
+}

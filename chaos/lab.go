@@ -232,8 +232,12 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 			r.proxies = append(r.proxies, ps)
 		}
 		r.conns = append(r.conns, cs)
-		cl, err := redlock.New(universal(cs), redlock.WithNodeTimeout(p.NodeTimeout), redlock.WithRetryDelay(retry),
-			redlock.WithAmnesiaTolerance(st.amnesia), redlock.WithLockDelay(time.Duration(st.lockDelay)*p.TTL))
+		opts := []redlock.Option{redlock.WithNodeTimeout(p.NodeTimeout), redlock.WithRetryDelay(retry),
+			redlock.WithAmnesiaTolerance(st.amnesia), redlock.WithLockDelay(time.Duration(st.lockDelay) * p.TTL)}
+		if st.noHealing {
+			opts = append(opts, redlock.WithoutHealing())
+		}
+		cl, err := redlock.New(universal(cs), opts...)
 		if err != nil {
 			return nil, err
 		}

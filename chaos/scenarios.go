@@ -35,6 +35,7 @@ type setup struct {
 	writes    int // writes per plain critical section
 	// lockDelay is every client's WithLockDelay, in TTLs of the profile; 0 for none.
 	lockDelay int
+	noHealing bool // every client WithoutHealing
 }
 
 // Expect is what a scenario must show in every run. Whatever the scenario, a run must also
@@ -49,13 +50,29 @@ type Expect struct {
 	Rejections bool
 	// LiveDuringFault: locks must still be granted while the fault named here holds.
 	LiveDuringFault string
+	// Kept names the role of a scripted section that must run to its end without its lock
+	// being lost; Lost one that must not: its lock is lost (Do reported ErrLockLost) or the
+	// store refuses one of its writes (a newer holder got the lock first).
+	Kept, Lost string
+	// MayOverlap: mutual exclusion may break in this scenario, and the run neither needs nor
+	// forbids an overlap (the lab counts them).
+	MayOverlap bool
 }
 
 // Claim says in words what the scenario expects.
 func (e Expect) Claim() string {
 	s := "safe: no overlap"
-	if e.Violation {
+	switch {
+	case e.Violation:
 		s = "mutual exclusion breaks"
+	case e.MayOverlap:
+		s = "mutual exclusion may break"
+	}
+	if e.Kept != "" {
+		s += ", the " + e.Kept + " is kept"
+	}
+	if e.Lost != "" {
+		s += ", the " + e.Lost + " is lost or fenced off"
 	}
 	if e.Rejections {
 		s += ", fencing rejects the stale writes"
@@ -72,7 +89,7 @@ func (e Expect) judge(h *History, v Verdict) []string {
 	switch {
 	case e.Violation && len(v.Overlaps) == 0:
 		p = append(p, "expected a mutual-exclusion violation, and the run observed none: the failure was not reproduced")
-	case !e.Violation && len(v.Overlaps) > 0:
+	case !e.Violation && !e.MayOverlap && len(v.Overlaps) > 0:
 		p = append(p, fmt.Sprintf("%d overlapping critical sections where the lock claims mutual exclusion", len(v.Overlaps)))
 	}
 	if e.Rejections && v.StaleRejected == 0 {
@@ -92,6 +109,38 @@ func (e Expect) judge(h *History, v Verdict) []string {
 	}
 	if v.Acquisitions == 0 {
 		p = append(p, "no lock was ever granted")
+	}
+	for _, want := range []struct {
+		role string
+		lost bool
+	}{{e.Kept, false}, {e.Lost, true}} {
+		if want.role == "" {
+			continue
+		}
+		found := false
+		for _, hd := range h.Holds {
+			if hd.Role != want.role {
+				continue
+			}
+			found = true
+			refused := false
+			for _, w := range h.Writes {
+				if w.Hold == hd.ID && w.Applied >= 0 && !w.Accepted {
+					refused = true
+				}
+			}
+			switch {
+			case want.lost && !hd.Lost && !refused:
+				p = append(p, fmt.Sprintf("the %s (hold %d) was expected to lose its lock, and kept it with every write admitted", want.role, hd.ID))
+			case !want.lost && (hd.Lost || refused):
+				p = append(p, fmt.Sprintf("the %s (hold %d) lost its lock (lost %v, a write refused %v)", want.role, hd.ID, hd.Lost, refused))
+			case !want.lost && hd.Open:
+				p = append(p, fmt.Sprintf("the %s (hold %d) did not end", want.role, hd.ID))
+			}
+		}
+		if !found {
+			p = append(p, fmt.Sprintf("no %s was recorded", want.role))
+		}
 	}
 	if e.LiveDuringFault != "" {
 		granted, found := 0, false
@@ -213,6 +262,29 @@ var scenarios = []*Scenario{
 		Expect: Expect{},
 		setup:  setup{nodes: 5, keys: 1, amnesia: 1, writes: 3},
 		script: bareQuorumRestart,
+	},
+	{
+		Name: "rolling-restart", Group: groupNode,
+		Summary: "a long hold while every node restarts empty, one after another: healing keeps it",
+		Story: "Client A holds the lock for 6 TTLs while the other clients keep trying. The five nodes restart " +
+			"without persistence one at a time, each after the previous one came back and A's lock was renewed " +
+			"twice. Each restarted node answers A's next extend \"not ours\"; the extend is still confirmed by the " +
+			"others, and healing puts A's key back on the restarted node (SET NX) with its counter lifted to A's " +
+			"token. A keeps a quorum throughout and finishes; nobody else gets the lock meanwhile.",
+		Expect: Expect{Kept: "long hold"},
+		setup:  setup{nodes: 5, keys: 1, writes: 3},
+		script: rollingRestart,
+	},
+	{
+		Name: "rolling-restart-no-healing", Group: groupNode,
+		Summary: "the same rolling restarts WithoutHealing: the hold erodes and is lost",
+		Story: "As rolling-restart, with every client made WithoutHealing, as in the Redlock of the redis.io page. " +
+			"Every restart leaves A's key on one node fewer. After the third, A's extends reach only two nodes and " +
+			"A loses the lock; meanwhile the restarted nodes are free, so another client can take them while A " +
+			"still counts on its last renewal, and only fencing protects the store then.",
+		Expect: Expect{Lost: "long hold", MayOverlap: true},
+		setup:  setup{nodes: 5, keys: 1, writes: 3, noHealing: true},
+		script: rollingRestart,
 	},
 	{
 		Name: "client-pause", Group: groupClient,
@@ -543,6 +615,61 @@ func (r *Run) awaitTakeover(ctx context.Context, hold, c int, limit time.Duratio
 			b.Asked.Round(time.Millisecond), b.Granted.Round(time.Millisecond))
 	}
 	return err
+}
+
+// rollingRestart: one client holds the lock for 6 TTLs while the other clients keep trying
+// and the nodes restart empty one at a time, each once the previous one is back and the
+// hold has been renewed twice since (or has ended).
+func rollingRestart(ctx context.Context, r *Run) error {
+	if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+		return err
+	}
+	actor := r.Rand.IntN(r.Clients())
+	if err := r.ParkAll(ctx); err != nil {
+		return err
+	}
+	defer r.UnparkAll()
+	hold, err := r.Begin(ctx, actor, Plan{Role: "long hold", Writes: 60, Gap: r.TTL() / 10})
+	if err != nil {
+		return err
+	}
+	r.UnparkAll() // the others contend all along
+	for _, n := range r.Rand.Perm(r.Nodes()) {
+		if r.holdEnded(hold) {
+			break
+		}
+		if err := r.CrashRestart(ctx, n); err != nil {
+			return err
+		}
+		r.NoteCounters(ctx, fmt.Sprintf("fence counters after node %d restarted", n))
+		if err := r.awaitRenewals(ctx, hold, 2); err != nil {
+			return err
+		}
+	}
+	err = r.AwaitHoldEnd(ctx, hold, 10*r.TTL()+5*time.Second)
+	r.NoteCounters(ctx, "fence counters when the long hold ended")
+	return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
+}
+
+func (r *Run) holdEnded(hold int) (ended bool) {
+	r.rec.View(func(h *History) { ended = !h.Holds[hold].Open })
+	return ended
+}
+
+// awaitRenewals waits until the hold's holder has seen its validity deadline move n times
+// (each move is a confirmed renewal, seen at the holder's next write), or the hold ended.
+func (r *Run) awaitRenewals(ctx context.Context, hold, n int) error {
+	for ; n > 0; n-- {
+		var last time.Duration
+		r.rec.View(func(h *History) { last = h.Holds[hold].Until })
+		err := r.rec.Await(ctx, 2*r.TTL()+5*time.Second, fmt.Sprintf("a renewal of hold %d", hold), func(h *History) bool {
+			return !h.Holds[hold].Open || h.Holds[hold].Until > last
+		})
+		if err != nil || r.holdEnded(hold) {
+			return err
+		}
+	}
+	return nil
 }
 
 func sorted(s []int) []int {
