@@ -24,7 +24,7 @@ const FencePrefix = "redlock:fence:"
 
 // fenceKey returns the name of the fence counter of a lock key, in the key's cluster slot
 // (slotKey). Lock keys may not start with FencePrefix.
-func fenceKey(key string) (string, error) { return slotKey(FencePrefix, key, FencePrefix) }
+func fenceKey(key string) (string, error) { return slotKey(FencePrefix, key, true, FencePrefix) }
 
 // counterSeed is the value a missing fence counter starts from: the client's clock in
 // microseconds. Every node of one acquire gets the same seed, so a brand-new key still takes

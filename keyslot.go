@@ -46,16 +46,21 @@ func hashTag(key string) (string, bool) {
 // slotKey derives the name of a key that belongs to key (prefix + something), in key's
 // cluster slot, the same way for the fence counter and RedisFence's token key:
 //
-//   - key has a hash tag: prefix + key (the prefix has no braces, so key's tag stays first);
+//   - key has a hash tag and is not all tag: prefix + key (the prefix has no braces, so
+//     key's tag stays first);
 //   - key has no '}': prefix + "{" + key + "}", whose tag is the whole key;
-//   - key has a '}' but no hash tag (such as "a}b", "{}x" or "}{"): wrapping it would end the
-//     tag early, so a short tag with key's own slot is chosen from a table (slotTag), giving
+//   - key has a '}' but no hash tag (such as "a}b", "{}x" or "}{"), or, with split, is all
+//     one hash tag ("{x}", whose first form is the second form's name for "x"): a short tag
+//     with key's own slot is chosen from a table (slotTag), giving
 //     prefix + prefix + "{" + tag + "}" + key. No key may start with prefix, so no key of
 //     the first form can have this name, and key at the end keeps names distinct.
 //
 // Keys that are empty, longer than MaxKeyLen or start with one of the reserved prefixes are
 // refused with ErrInvalidArgument.
-func slotKey(prefix, key string, reserved ...string) (string, error) {
+//
+// split says whether a key that is all one hash tag gets the third form (fence counters) or
+// keeps the first (RedisFence's token keys; see highestKey).
+func slotKey(prefix, key string, split bool, reserved ...string) (string, error) {
 	if key == "" {
 		return "", invalidf("key is empty")
 	}
@@ -67,13 +72,19 @@ func slotKey(prefix, key string, reserved ...string) (string, error) {
 			return "", invalidf("key %q starts with the reserved prefix %q", quoteKey(key), p)
 		}
 	}
-	if _, ok := hashTag(key); ok {
+	if _, ok := hashTag(key); ok && !(split && wholeTag(key)) {
 		return prefix + key, nil
 	}
 	if strings.IndexByte(key, '}') < 0 {
 		return prefix + "{" + key + "}", nil
 	}
 	return prefix + prefix + "{" + slotTag(keySlot(key)) + "}" + key, nil
+}
+
+// wholeTag reports whether key is "{" + t + "}" with t its hash tag: a key the first form of
+// slotKey would name exactly as the second form names t.
+func wholeTag(key string) bool {
+	return len(key) > 2 && key[0] == '{' && strings.IndexByte(key, '}') == len(key)-1
 }
 
 // keySlot is Redis Cluster's hash slot of key: CRC16 (XMODEM) of its hash tag, or of the

@@ -48,14 +48,17 @@ func TestSlotTags(t *testing.T) {
 }
 
 // FuzzSlotKey: for every non-empty key the library accepts, the fence counter and the
-// token key hash to the key's own slot, both are made by one function, and two different
-// keys never share a counter or a token key. A rejected key is rejected with
+// token key hash to the key's own slot, both are made by one function, two different keys
+// never share a counter, and share a token key only as "x" and "{x}" (highestKey says why). A rejected key is rejected with
 // ErrInvalidArgument by both.
 func FuzzSlotKey(f *testing.F) {
 	for _, s := range []string{"orders:42", "{user1}:lock", "a{b", "a}b", "{}x", "}{", "}", "{}", "{{x}}",
 		"a{b}c{d}", "payout:é:日本", "redlock:fence:x", "redlock:highest:x", "\x00}", strings.Repeat("}", 300)} {
 		f.Add(s, s+"}")
+		f.Add(s, "{"+s+"}") // a key and the same key as a whole hash tag
 	}
+	f.Add("{x}", "x")
+	f.Add("{a{b}", "a{b")
 	f.Fuzz(func(t *testing.T, a, b string) {
 		fa, errA := fenceKey(a)
 		ha, errH := highestKey(a)
@@ -80,10 +83,18 @@ func FuzzSlotKey(f *testing.F) {
 		if !strings.HasPrefix(fa, FencePrefix) {
 			t.Fatalf("counter %q lacks the prefix", fa)
 		}
+		// b is often a made from a; "{" + a + "}" is the shape that once shared a's name.
+		for _, b := range []string{b, "{" + a + "}", strings.TrimSuffix(strings.TrimPrefix(a, "{"), "}")} {
+			if fb, err := fenceKey(b); err == nil && a != b && fa == fb {
+				t.Fatalf("keys %q and %q share the counter %q", a, b, fa)
+			}
+		}
 		if fb, err := fenceKey(b); err == nil && a != b && fa == fb {
 			t.Fatalf("keys %q and %q share the counter %q", a, b, fa)
 		}
-		if hb, err := highestKey(b); err == nil && errH == nil && a != b && ha == hb {
+		// RedisFence's token keys are shared by exactly the pairs "x", "{x}" (kept across an
+		// upgrade, see highestKey); every other pair has its own.
+		if hb, err := highestKey(b); err == nil && errH == nil && a != b && ha == hb && a != "{"+b+"}" && b != "{"+a+"}" {
 			t.Fatalf("keys %q and %q share the token key %q", a, b, ha)
 		}
 	})

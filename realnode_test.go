@@ -231,7 +231,7 @@ func TestRealFenceKeySlot(t *testing.T) {
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 10*time.Second)
 	keys := []string{"orders:42", "{user1}:lock", "a{b", "a{b}c{d}", "}a{b}", "{{x}}", "payout:é:日本", "",
-		"a}b", "{}x", "}{", "}", "{}", "x}{}y", "{}{a}"}
+		"a}b", "{}x", "}{", "}", "{}", "x}{}y", "{}{a}", "{x}", "{a{b}", "{}}"}
 	for i := range 200 {
 		keys = append(keys, fmt.Sprintf("k%d:%x", i, i*7919), fmt.Sprintf("k}%d{", i))
 	}

@@ -222,7 +222,11 @@ func (f *RedisFence) check(key string) (string, error) {
 // highestKey returns the token key of a data key (see HighestTokenPrefix), built like
 // fenceKey builds a lock's counter key, so that it shares the data key's cluster hash slot.
 func highestKey(key string) (string, error) {
-	return slotKey(HighestTokenPrefix, key, HighestTokenPrefix, FencePrefix)
+	// Data keys "x" and "{x}" share one token key (slotKey without split). Sharing can only
+	// refuse a write (the record holds the higher of the two keys' tokens), never admit a stale
+	// one, whereas a new name for "{x}" would start from an empty record after an upgrade and
+	// admit a stale holder's write once.
+	return slotKey(HighestTokenPrefix, key, false, HighestTokenPrefix, FencePrefix)
 }
 
 // parseReplyToken reads a token that a script returned as a bulk string.
