@@ -33,6 +33,10 @@ type attempt struct {
 	returned []bool   // the acquire call's real fate is known: answered, or never written
 	mayHold  []bool   // our keys may be on the node: set, resent, or an error hid the answer
 	one      [1]int64 // a single key's counter, decoded without an allocation
+
+	obs    Observer        // nil without WithObserver
+	ctx    context.Context // the acquire's context, for the observer's events
+	raised bool            // a raise was sent
 }
 
 // deliver receives the transport's events; the channel has room for every event the
@@ -57,6 +61,9 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 		a.tallies[i] = newAcquireTally(n, c.quorum)
 	}
 	a.validityEnd = a.start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
+	if a.obs = c.cfg.observer; a.obs != nil {
+		a.ctx = ctx
+	}
 	var cmd *command
 	switch {
 	case k > 1:
@@ -90,7 +97,8 @@ func (a *attempt) run(ctx context.Context) (*Lock, error) {
 		now := a.c.cfg.clock.Now()
 		if v == won {
 			if Validity(a.ttl, a.start, now, a.c.cfg.driftFactor) > 0 {
-				return a.lock(tokens), nil
+				a.observe(OutcomeOK, now)
+				return a.lock(tokens, now), nil
 			}
 			cause = errValidityExpired
 			break
@@ -116,7 +124,19 @@ func (a *attempt) run(ctx context.Context) (*Lock, error) {
 			break
 		}
 	}
-	return nil, a.fail(ctx, cause)
+	err := a.fail(ctx, cause)
+	if a.obs != nil {
+		a.observe(outcomeOf(err), a.c.cfg.clock.Now())
+	}
+	return nil, err
+}
+
+// observe reports the decided attempt to the observer, if any.
+func (a *attempt) observe(out Outcome, now time.Time) {
+	if a.obs == nil {
+		return
+	}
+	a.obs.Attempt(a.ctx, Attempt{Outcome: out, Raised: a.raised, Agreed: a.tallies[0].agreed(), Duration: now.Sub(a.start)})
 }
 
 // decide combines the keys' tallies: won when every key has its token, lost as soon as one
@@ -147,9 +167,9 @@ func (a *attempt) decide() (verdict, []Token) {
 	return won, tokens
 }
 
-func (a *attempt) lock(tokens []Token) *Lock {
+func (a *attempt) lock(tokens []Token, now time.Time) *Lock {
 	l := &Lock{c: a.c, set: a.set, key: a.set.keys[0], id: a.id, ttl: a.ttl,
-		token: tokens[0], tokens: tokens, until: a.validityEnd, last: a.acq}
+		token: tokens[0], tokens: tokens, until: a.validityEnd, last: a.acq, granted: now}
 	a.c.remember(l)
 	return l
 }
@@ -160,6 +180,7 @@ func (a *attempt) sendRaise(i, k int) {
 	t := a.tallies[k]
 	a.c.cfg.logger.Debug("redlock: raising fence counter", "key", quoteKey(a.set.keys[k]), "node", i,
 		"from", t.counter[i], "to", t.target)
+	a.raised = true
 	cmd := newScriptCall(raiseScript, []string{a.set.keys[k], a.set.fences[k]}, a.id, t.target, a.c.counterIdleMillis(a.ttl))
 	a.c.sendTo(i, cmd.newCall(tagRaise+uint8(k), a))
 }
@@ -169,6 +190,9 @@ func (a *attempt) apply(ev event) {
 	i := ev.node
 	if ev.tag >= tagRaise {
 		t := a.tallies[ev.tag-tagRaise]
+		if a.obs != nil && ev.out != late {
+			a.c.observeNode(a.obs, a.ctx, OpRaise, ev, ev.err == nil && ev.val == 1)
+		}
 		switch {
 		case ev.out == late:
 			// The node timed out already; raise never creates our key, so nothing to undo.
@@ -189,6 +213,9 @@ func (a *attempt) apply(ev event) {
 		}
 		return
 	}
+	if a.obs != nil && (ev.out == timedOut || ev.out == notSent) {
+		a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, false)
+	}
 	switch ev.out {
 	case timedOut:
 		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
@@ -201,6 +228,9 @@ func (a *attempt) apply(ev event) {
 		return
 	}
 	counters, left, err := a.reply(ev)
+	if a.obs != nil && ev.out == replied {
+		a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, err == nil && counters != nil)
+	}
 	if ev.out == late {
 		// The node was counted as failed at its timeout; only the undo needs to know.
 		a.returned[i] = true
@@ -296,7 +326,7 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 	}
 	err.Nodes = collectNodeErrors(a.nodeErrs)
 	rel := a.set.releaseCommand(a.id)
-	undo := &undoLog{c: a.c, key: a.set.keys[0]}
+	undo := &undoLog{c: a.c, key: a.set.keys[0], obs: a.obs, ctx: a.ctx}
 	for i, acq := range a.acq {
 		switch {
 		case a.returned[i]:
@@ -324,9 +354,14 @@ func (a *attempt) undoCall(rel *command, undo *undoLog) *call {
 type undoLog struct {
 	c   *Client
 	key string
+	obs Observer // nil without one
+	ctx context.Context
 }
 
 func (u *undoLog) deliver(ev event) {
+	if u.obs != nil && ev.out != late {
+		u.c.observeNode(u.obs, u.ctx, OpUndo, ev, ev.err == nil && ev.val == 1)
+	}
 	if ev.final() && ev.err != nil {
 		u.c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
 			"key", quoteKey(u.key), "node", ev.node, "err", ev.err)

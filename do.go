@@ -53,7 +53,12 @@ func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn fun
 		return err
 	}
 	defer c.end()
-	l, err := c.acquireRetrying(ctx, set, ttl)
+	if c.cfg.observer != nil {
+		var end func(End)
+		ctx, end = c.startOp(ctx, Op{Kind: OpDo, Keys: set.keys, TTL: ttl})
+		defer func() { end(End{Outcome: outcomeOf(err), Err: err}) }()
+	}
+	l, err := c.acquireObserved(ctx, set, ttl)
 	if err != nil {
 		return err
 	}
@@ -61,7 +66,7 @@ func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn fun
 		return doJoined(ctx, l, fn)
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
-	h := c.renewer.add(l, cancel)
+	h := c.renewer.add(ctx, l, cancel)
 
 	defer func() {
 		p := recover()
@@ -84,8 +89,11 @@ func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn fun
 	return fn(l.Context(fnCtx), l)
 }
 
-func (c *Client) lose(l *Lock, cancel context.CancelCauseFunc, err error) error {
+func (c *Client) lose(ctx context.Context, l *Lock, cancel context.CancelCauseFunc, err error) error {
 	c.cfg.logger.Warn("redlock: lock lost while running", "key", l.set.logKey(), "err", err)
+	if o := c.cfg.observer; o != nil {
+		o.Event(ctx, Event{Kind: EventLockLost, Keys: l.set.keys, Token: l.token, Err: err})
+	}
 	cancel(err)
 	return err
 }

@@ -150,6 +150,20 @@ func (e *QuorumError) contended() bool {
 	return false
 }
 
+// notOurs reports whether some node answered that the key is not ours (an extend or release
+// of a lock that expired or was taken over).
+func (e *QuorumError) notOurs() bool {
+	if e.Nodes == nil {
+		return false
+	}
+	for _, ne := range e.Nodes.Errors {
+		if errors.Is(ne, errNotOurs) {
+			return true
+		}
+	}
+	return false
+}
+
 // Unwrap returns the sentinel, the cause and every per-node error, so that errors.Is and
 // errors.As see all of them.
 func (e *QuorumError) Unwrap() []error {

@@ -1,6 +1,9 @@
 package redlock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Healing: a long hold on nodes that restart one after another. A node that restarts
 // without persistence (or evicts the key) answers an extend with "not ours"; without help,
@@ -14,7 +17,7 @@ import "time"
 
 // heal sends heal.lua to the given nodes. It runs after a successful extend, on the
 // transport's goroutine or the caller's, and never blocks.
-func (l *Lock) heal(nodes []int) {
+func (l *Lock) heal(ctx context.Context, nodes []int) {
 	c := l.c
 	left := l.Until().Sub(c.cfg.clock.Now())
 	if left < time.Millisecond {
@@ -39,16 +42,22 @@ func (l *Lock) heal(nodes []int) {
 	}
 	for _, i := range nodes {
 		c.cfg.logger.Debug("redlock: healing a node that lost the lock's keys", "key", l.set.logKey(), "node", i)
-		cl := cmd.newCall(0, healLog{l: l})
+		cl := cmd.newCall(0, healLog{l: l, ctx: ctx})
 		c.sendAfterTo(i, l.last[i], cl)
 		l.last[i] = cl
 	}
 }
 
 // healLog reports the outcome of heals.
-type healLog struct{ l *Lock }
+type healLog struct {
+	l   *Lock
+	ctx context.Context
+}
 
 func (h healLog) deliver(ev event) {
+	if o := h.l.c.cfg.observer; o != nil && ev.out != late {
+		h.l.c.observeNode(o, h.ctx, OpHeal, ev, ev.err == nil && ev.val == 1)
+	}
 	if !ev.final() {
 		return
 	}

@@ -37,7 +37,13 @@ func (c *Client) TryAcquireMulti(ctx context.Context, keys []string, ttl time.Du
 	if err != nil {
 		return nil, err
 	}
-	return multi(c.tryAcquire(ctx, set, ttl))
+	if c.cfg.observer == nil {
+		return multi(c.tryAcquire(ctx, set, ttl))
+	}
+	return multi(c.observeAcquire(ctx, set, ttl, func(ctx context.Context) (*Lock, int, error) {
+		l, err := c.tryAcquire(ctx, set, ttl)
+		return l, 1, err
+	}))
 }
 
 // AcquireMulti acquires one lock over all of keys for ttl, retrying as [Client.Acquire]
@@ -51,7 +57,7 @@ func (c *Client) AcquireMulti(ctx context.Context, keys []string, ttl time.Durat
 	if err != nil {
 		return nil, err
 	}
-	return multi(c.acquireRetrying(ctx, set, ttl))
+	return multi(c.acquireObserved(ctx, set, ttl))
 }
 
 // DoMulti is [Client.Do] for a lock over several keys: it acquires all of keys as

@@ -81,6 +81,7 @@ type config struct {
 	noFencing        bool // WithoutFencing: plain SET NX PX, no counter, Token 0
 	noHealing        bool // WithoutHealing: extends do not give keys back to nodes that lost them
 	lockDelay        time.Duration
+	observer         Observer // WithObserver; nil for none
 }
 
 func defaultConfig() config {
@@ -236,6 +237,20 @@ func WithCounterIdleTTL(d time.Duration) Option {
 func WithoutFencing() Option {
 	return func(c *config) error {
 		c.noFencing = true
+		return nil
+	}
+}
+
+// WithObserver sets an [Observer] that receives the Client's operations, attempts, node
+// calls and lock events, for metrics and traces (package
+// github.com/quorumlock/redlock/otel implements one with OpenTelemetry). o must not be nil.
+// Default: none, and then nothing is reported and nothing is allocated for it.
+func WithObserver(o Observer) Option {
+	return func(c *config) error {
+		if o == nil {
+			return invalidf("observer is nil")
+		}
+		c.observer = o
 		return nil
 	}
 }

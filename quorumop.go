@@ -18,6 +18,8 @@ type quorumOp struct {
 	c   *Client
 	op  string
 	set lockKeys
+	ctx context.Context // for the observer's events
+	obs Observer        // nil without one
 
 	// Set before start.
 	after   []*call  // per node: the call this op's call goes out after (may be nil)
@@ -25,7 +27,7 @@ type quorumOp struct {
 	release bool     // a release: see start
 	// heal, if not nil, is given the nodes that answered that our keys are not there, once
 	// the op has succeeded (an extend: heal.go); later answers of that kind come one by one.
-	heal func(nodes []int)
+	heal func(ctx context.Context, nodes []int)
 
 	mu       sync.Mutex
 	agreed   int
@@ -38,9 +40,9 @@ type quorumOp struct {
 	done     func(error)
 }
 
-func (c *Client) newQuorumOp(op string, set lockKeys, done func(error)) *quorumOp {
+func (c *Client) newQuorumOp(ctx context.Context, op string, set lockKeys, done func(error)) *quorumOp {
 	n := len(c.nodes)
-	return &quorumOp{c: c, op: op, set: set, answered: make([]bool, n), nodeErrs: make([]error, n), done: done}
+	return &quorumOp{c: c, op: op, set: set, ctx: ctx, obs: c.cfg.observer, answered: make([]bool, n), nodeErrs: make([]error, n), done: done}
 }
 
 // start sends cmd to every node, each after the lock's last call there that may have set
@@ -78,11 +80,14 @@ func (o *quorumOp) deliver(ev event) {
 		return
 	}
 	o.answered[i] = true
+	if o.obs != nil {
+		o.c.observeNode(o.obs, o.ctx, OpKind(o.op), ev, ev.err == nil && ev.val == 1)
+	}
 	if o.decided {
 		healNow := o.ok && notOurs && o.heal != nil
 		o.mu.Unlock()
 		if healNow {
-			o.heal([]int{i})
+			o.heal(o.ctx, []int{i})
 		}
 		return
 	}
@@ -115,7 +120,7 @@ func (o *quorumOp) deliver(ev event) {
 	o.mu.Unlock()
 	o.done(err)
 	if err == nil && o.heal != nil && len(missing) > 0 {
-		o.heal(missing)
+		o.heal(o.ctx, missing)
 	}
 }
 

@@ -207,7 +207,28 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	return c.tryAcquire(ctx, set, ttl)
+	if c.cfg.observer == nil {
+		return c.tryAcquire(ctx, set, ttl)
+	}
+	return c.observeAcquire(ctx, set, ttl, func(ctx context.Context) (*Lock, int, error) {
+		l, err := c.tryAcquire(ctx, set, ttl)
+		return l, 1, err
+	})
+}
+
+// observeAcquire runs an acquire (one attempt, or retrying) under the observer's Start.
+func (c *Client) observeAcquire(ctx context.Context, set lockKeys, ttl time.Duration, run func(context.Context) (*Lock, int, error)) (*Lock, error) {
+	octx, end := c.startOp(ctx, Op{Kind: OpAcquire, Keys: set.keys, TTL: ttl})
+	l, attempts, err := run(octx)
+	e := End{Outcome: outcomeOf(err), Err: err, Attempts: attempts}
+	if l != nil {
+		e.Token, e.Joined = l.token, l.outer != nil
+		if e.Joined {
+			e.Attempts = 0
+		}
+	}
+	end(e)
+	return l, err
 }
 
 // tryAcquire is TryAcquire and TryAcquireMulti once the arguments are valid.
@@ -249,13 +270,25 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if err != nil {
 		return nil, err
 	}
-	return c.acquireRetrying(ctx, set, ttl)
+	return c.acquireObserved(ctx, set, ttl)
 }
 
-// acquireRetrying is Acquire and AcquireMulti once the arguments are valid.
-func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
-	if l, err := c.join(ctx, set); l != nil || err != nil {
+// acquireObserved is acquireRetrying, under the observer's Start when there is one.
+func (c *Client) acquireObserved(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
+	if c.cfg.observer == nil {
+		l, _, err := c.acquireRetrying(ctx, set, ttl)
 		return l, err
+	}
+	return c.observeAcquire(ctx, set, ttl, func(ctx context.Context) (*Lock, int, error) {
+		return c.acquireRetrying(ctx, set, ttl)
+	})
+}
+
+// acquireRetrying is Acquire and AcquireMulti once the arguments are valid. It also
+// returns the number of attempts made.
+func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Duration) (l *Lock, attempts int, err error) {
+	if l, err := c.join(ctx, set); l != nil || err != nil {
+		return l, 0, err
 	}
 	key := set.waitKey()
 	var wt *waiter // our place in this client's queue for key, once we are in it
@@ -265,19 +298,17 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 		}
 	}()
 	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
-	var err error
 	overloaded := 0 // consecutive attempts that failed without any node reporting a holder
 	if c.wait.busy(key) {
 		wt = c.wait.join(key)
 		if err := c.waitTurn(ctx, key, wt, jitter(c.cfg.retryDelay)); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
+			return nil, 0, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 		}
 	}
-	for attempt := 1; ; attempt++ {
-		var l *Lock
+	for attempts = 1; ; attempts++ {
 		l, err = c.tryAcquire(ctx, set, ttl)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
-			return l, err
+			return l, attempts, err
 		}
 		var qe *QuorumError
 		if errors.As(err, &qe) {
@@ -286,8 +317,8 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 		if ctx.Err() != nil {
 			break
 		}
-		if c.cfg.retryLimit > 0 && attempt >= c.cfg.retryLimit {
-			return nil, err
+		if c.cfg.retryLimit > 0 && attempts >= c.cfg.retryLimit {
+			return nil, attempts, err
 		}
 		pause := jitter(c.cfg.retryDelay)
 		if qe != nil && !qe.contended() {
@@ -309,15 +340,15 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 	switch {
 	case last != nil && last.Cause == nil:
 		last.Cause = cerr
-		return nil, last
+		return nil, attempts, last
 	case last != nil && errors.Is(last, cerr):
-		return nil, last
+		return nil, attempts, last
 	case last != nil:
-		return nil, fmt.Errorf("%w: %w", last, cerr)
+		return nil, attempts, fmt.Errorf("%w: %w", last, cerr)
 	case !errors.Is(err, cerr):
 		err = fmt.Errorf("%w: %w", err, cerr)
 	}
-	return nil, err
+	return nil, attempts, err
 }
 
 // overloadDelay is the mean pause after the k-th consecutive attempt that failed without
@@ -354,6 +385,7 @@ type Lock struct {
 	token  Token         // tokens[0]
 	tokens []Token       // per key of set
 	outer  *Lock         // a joined hold (reentrant.go): the hold it joined; nil otherwise
+	granted time.Time    // when the acquire returned, for the observer's hold time
 
 	mu sync.Mutex
 	// last holds, per node, the last call that may have set our keys there: the acquire,
@@ -443,12 +475,19 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.c.end()
 	start := l.c.cfg.clock.Now()
-	return l.c.runQuorumOp(ctx, l.extendOp(ttl, nil), l.extendOutcome(start, ttl))
+	if l.c.cfg.observer == nil {
+		return l.c.runQuorumOp(ctx, l.extendOp(ctx, ttl, nil), l.extendOutcome(start, ttl))
+	}
+	octx, end := l.c.startOp(ctx, Op{Kind: OpExtend, Keys: l.set.keys, TTL: ttl})
+	err = l.c.runQuorumOp(octx, l.extendOp(octx, ttl, nil), l.extendOutcome(start, ttl))
+	end(End{Outcome: outcomeOf(err), Err: err})
+	return err
 }
 
-// extendOp builds the op of an extend to ttl, with done (nil for runQuorumOp).
-func (l *Lock) extendOp(ttl time.Duration, done func(error)) *quorumOp {
-	o := l.c.newQuorumOp("extend", l.set, done)
+// extendOp builds the op of an extend to ttl, with done (nil for runQuorumOp); ctx is for
+// the observer's events only.
+func (l *Lock) extendOp(ctx context.Context, ttl time.Duration, done func(error)) *quorumOp {
+	o := l.c.newQuorumOp(ctx, "extend", l.set, done)
 	o.after, o.cmd = l.lastCalls(), l.set.extendCommand(l.id, l.c.keyTTLMillis(ttl))
 	if !l.c.cfg.noHealing {
 		o.heal = l.heal
@@ -517,7 +556,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	if l.outer != nil {
 		return l.releaseJoined()
 	}
-	return l.release(ctx, false)
+	if l.c.cfg.observer == nil {
+		return l.release(ctx, false)
+	}
+	octx, end := l.c.startOp(ctx, Op{Kind: OpRelease, Keys: l.set.keys})
+	err := l.release(octx, false)
+	end(End{Outcome: outcomeOf(err), Err: err})
+	return err
 }
 
 // release runs the state machine of Release: one release at a time, success once.
@@ -552,6 +597,9 @@ func (l *Lock) release(ctx context.Context, byClose bool) error {
 	l.mu.Unlock()
 	close(ch)
 	if err == nil {
+		if o := l.c.cfg.observer; o != nil {
+			o.Event(ctx, Event{Kind: EventHoldEnded, Keys: l.set.keys, Token: l.token, Duration: l.c.cfg.clock.Now().Sub(l.granted)})
+		}
 		l.c.forget(l)
 		l.c.wait.released(l.set.waitKey())
 		if len(l.set.keys) > 1 {
@@ -579,7 +627,7 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		waitCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.c.cfg.nodeTimeout)
 		defer cancel()
 	}
-	o := l.c.newQuorumOp("release", l.set, nil)
+	o := l.c.newQuorumOp(ctx, "release", l.set, nil)
 	o.after, o.cmd, o.release = l.lastCalls(), l.set.releaseCommand(l.id), true
 	err := l.c.runQuorumOp(waitCtx, o, nil)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {

@@ -24,6 +24,7 @@ type renewer struct {
 
 // hold is one Do's lock under renewal.
 type hold struct {
+	ctx      context.Context // the Do's, for the observer's events
 	l        *Lock
 	cancel   context.CancelCauseFunc // fn's context
 	interval time.Duration           // between renewals
@@ -40,10 +41,10 @@ type hold struct {
 }
 
 // add starts renewing l. cancel cancels fn's context with the loss as cause.
-func (r *renewer) add(l *Lock, cancel context.CancelCauseFunc) *hold {
+func (r *renewer) add(ctx context.Context, l *Lock, cancel context.CancelCauseFunc) *hold {
 	cfg := &r.c.cfg
 	interval := time.Duration(float64(l.ttl) * cfg.renewFraction)
-	h := &hold{l: l, cancel: cancel, interval: interval,
+	h := &hold{ctx: ctx, l: l, cancel: cancel, interval: interval,
 		margin: time.Duration(float64(l.ttl) * cfg.cancelMargin),
 		retry:  min(cfg.retryDelay, interval/4)}
 	h.next = cfg.clock.Now().Add(interval)
@@ -146,7 +147,7 @@ func (r *renewer) loop() {
 		}
 		r.mu.Unlock()
 		for _, h := range lose {
-			r.c.lose(h.l, h.cancel, h.lost)
+			r.c.lose(h.ctx, h.l, h.cancel, h.lost)
 		}
 		for _, h := range renew {
 			r.extend(h, now)
@@ -176,7 +177,16 @@ func (h *hold) lateCause() error {
 func (r *renewer) extend(h *hold, start time.Time) {
 	l := h.l
 	settle := l.extendOutcome(start, l.ttl)
-	l.extendOp(l.ttl, func(err error) { r.extended(h, settle(err)) }).start()
+	if r.c.cfg.observer == nil {
+		l.extendOp(context.Background(), l.ttl, func(err error) { r.extended(h, settle(err)) }).start()
+		return
+	}
+	octx, end := r.c.startOp(h.ctx, Op{Kind: OpExtend, Keys: l.set.keys, TTL: l.ttl})
+	l.extendOp(octx, l.ttl, func(err error) {
+		err = settle(err)
+		end(End{Outcome: outcomeOf(err), Err: err})
+		r.extended(h, err)
+	}).start()
 }
 
 func (r *renewer) extended(h *hold, err error) {
@@ -197,10 +207,13 @@ func (r *renewer) extended(h *hold, err error) {
 			heap.Remove(&r.holds, h.index)
 		}
 		r.mu.Unlock()
-		r.c.lose(h.l, h.cancel, h.lost)
+		r.c.lose(h.ctx, h.l, h.cancel, h.lost)
 		return
 	default:
 		r.c.cfg.logger.Debug("redlock: renewal failed, retrying", "key", h.l.set.logKey(), "err", err)
+		if o := r.c.cfg.observer; o != nil {
+			defer o.Event(h.ctx, Event{Kind: EventRenewalFailed, Keys: h.l.set.keys, Token: h.l.token, Err: err})
+		}
 		h.last = err
 		h.next = now.Add(h.retry)
 	}

@@ -91,6 +91,7 @@ type call struct {
 	next  []*call // to enqueue once final (per-node ordering after this call)
 
 	overdue atomic.Bool // a timeout was reported before it was written (waiting behind a call)
+	written atomic.Int64 // when its batch was written, in Unix ns; set only for an Observer
 }
 
 // cancel drops the call if it has not been written yet. It reports whether it did; the
@@ -357,6 +358,12 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	q.mu.Unlock()
 	b.calls = calls
 	b.written = time.Now()
+	if q.cl.cfg.observer != nil {
+		w := b.written.UnixNano()
+		for _, c := range calls {
+			c.written.Store(w)
+		}
+	}
 	b.timer.Reset(q.cl.cfg.nodeTimeout)
 	b.mu.Unlock()
 	// Every batch carries a deadline, the exec budget: clients that honour context deadlines
