@@ -298,7 +298,7 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 		}
 	}()
 	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
-	overloaded := 0 // consecutive attempts that failed without any node reporting a holder
+	overloaded := 0       // consecutive attempts that failed without any node reporting a holder
 	if c.wait.busy(key) {
 		wt = c.wait.join(key)
 		if err := c.waitTurn(ctx, key, wt, jitter(c.cfg.retryDelay)); err != nil {
@@ -377,15 +377,15 @@ func newHolderID() string {
 // until [Lock.Until] at the latest; after that, or after a failed [Lock.Extend], another
 // holder may acquire it, and only the fencing token ([Lock.Token]) protects your writes.
 type Lock struct {
-	c      *Client
-	set    lockKeys // its key (or keys, for a MultiLock) and their fence counters
-	key    string   // set.keys[0]
-	id     string
-	ttl    time.Duration // the TTL of the acquire, renewed by Do
-	token  Token         // tokens[0]
-	tokens []Token       // per key of set
-	outer  *Lock         // a joined hold (reentrant.go): the hold it joined; nil otherwise
-	granted time.Time    // when the acquire returned, for the observer's hold time
+	c       *Client
+	set     lockKeys // its key (or keys, for a MultiLock) and their fence counters
+	key     string   // set.keys[0]
+	id      string
+	ttl     time.Duration // the TTL of the acquire, renewed by Do
+	token   Token         // tokens[0]
+	tokens  []Token       // per key of set
+	outer   *Lock         // a joined hold (reentrant.go): the hold it joined; nil otherwise
+	granted time.Time     // when the acquire returned, for the observer's hold time
 
 	mu sync.Mutex
 	// last holds, per node, the last call that may have set our keys there: the acquire,
