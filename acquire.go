@@ -40,8 +40,27 @@ type attempt struct {
 }
 
 // deliver receives the transport's events; the channel has room for every event the
-// attempt's calls can produce, so it never blocks.
-func (a *attempt) deliver(ev event) { a.events <- ev }
+// attempt's calls can produce, so it never blocks. The observer hears of every call's first
+// outcome here, also of those that come after the attempt was decided.
+func (a *attempt) deliver(ev event) {
+	if a.obs != nil && ev.out != late {
+		a.observeNode(ev)
+	}
+	a.events <- ev
+}
+
+// observeNode reports one call's first outcome to the observer.
+func (a *attempt) observeNode(ev event) {
+	if ev.tag >= tagRaise {
+		a.c.observeNode(a.obs, a.ctx, OpRaise, ev, ev.err == nil && ev.val == 1)
+		return
+	}
+	agreed := ev.err == nil && ev.val > 0
+	if len(a.set.keys) > 1 {
+		agreed = ev.err == nil && len(ev.slice) > 0 && ev.slice[0] == int64(1)
+	}
+	a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, agreed)
+}
 
 // acquire runs one attempt. The caller has validated the arguments and registered the call.
 func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.Duration) (*Lock, error) {
@@ -81,8 +100,13 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 	for i := range c.nodes {
 		a.acq[i] = cmd.newCall(tagAcquire, a)
 	}
-	for i, call := range a.acq {
-		c.sendTo(i, call)
+	after := c.pending.after(set.keys) // our own releases of the keys still on their way
+	for i, cl := range a.acq {
+		var prev *call
+		if after != nil {
+			prev = after[i]
+		}
+		c.sendAfterTo(i, prev, cl)
 	}
 	return a.run(ctx)
 }
@@ -190,9 +214,6 @@ func (a *attempt) apply(ev event) {
 	i := ev.node
 	if ev.tag >= tagRaise {
 		t := a.tallies[ev.tag-tagRaise]
-		if a.obs != nil && ev.out != late {
-			a.c.observeNode(a.obs, a.ctx, OpRaise, ev, ev.err == nil && ev.val == 1)
-		}
 		switch {
 		case ev.out == late:
 			// The node timed out already; raise never creates our key, so nothing to undo.
@@ -213,9 +234,6 @@ func (a *attempt) apply(ev event) {
 		}
 		return
 	}
-	if a.obs != nil && (ev.out == timedOut || ev.out == notSent) {
-		a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, false)
-	}
 	switch ev.out {
 	case timedOut:
 		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
@@ -228,9 +246,6 @@ func (a *attempt) apply(ev event) {
 		return
 	}
 	counters, left, err := a.reply(ev)
-	if a.obs != nil && ev.out == replied {
-		a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, err == nil && counters != nil)
-	}
 	if ev.out == late {
 		// The node was counted as failed at its timeout; only the undo needs to know.
 		a.returned[i] = true
@@ -327,26 +342,29 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 	err.Nodes = collectNodeErrors(a.nodeErrs)
 	rel := a.set.releaseCommand(a.id)
 	undo := &undoLog{c: a.c, key: a.set.keys[0], obs: a.obs, ctx: a.ctx}
+	pr := a.c.pending.begin(a.set.keys, len(a.acq))
 	for i, acq := range a.acq {
 		switch {
 		case a.returned[i]:
 			if a.mayHold[i] {
-				a.c.sendTo(i, a.undoCall(rel, undo))
+				a.c.sendTo(i, a.undoCall(pr, i, rel, undo))
 			}
 		case acq.cancel():
 			// Still queued: it will never be written, so there is nothing to undo.
 		default:
 			// In flight: release once it has returned, whatever it answers (compare-and-
 			// delete leaves another holder's key alone), so the release cannot overtake it.
-			a.c.sendAfterTo(i, acq, a.undoCall(rel, undo))
+			a.c.sendAfterTo(i, acq, a.undoCall(pr, i, rel, undo))
 		}
 	}
+	a.c.pending.end(pr)
 	return err
 }
 
-func (a *attempt) undoCall(rel *command, undo *undoLog) *call {
+func (a *attempt) undoCall(pr *pendingRelease, i int, rel *command, undo *undoLog) *call {
 	cl := rel.newCall(0, undo)
-	cl.keep = true // an undo is never dropped
+	cl.keep = true             // an undo is never dropped
+	a.c.pending.add(pr, i, cl) // the next attempt's acquire goes after it
 	return cl
 }
 

@@ -82,6 +82,8 @@ const (
 	OutcomeRefused Outcome = "refused"
 	// OutcomeExpired: a quorum agreed too late, with no validity time left.
 	OutcomeExpired Outcome = "expired"
+	// OutcomeLost: Do could not keep its lock (ErrLockLost).
+	OutcomeLost Outcome = "lost"
 	// OutcomeCanceled: the caller's context ended first.
 	OutcomeCanceled Outcome = "canceled"
 	// OutcomeError: nodes failed (errors, timeouts) so that no quorum was possible, or
@@ -158,6 +160,8 @@ func outcomeOf(err error) Outcome {
 	switch {
 	case err == nil:
 		return OutcomeOK
+	case errors.Is(err, ErrLockLost):
+		return OutcomeLost
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return OutcomeCanceled
 	case errors.Is(err, errValidityExpired):

@@ -25,6 +25,7 @@ type quorumOp struct {
 	after   []*call  // per node: the call this op's call goes out after (may be nil)
 	cmd     *command // sent to every node
 	release bool     // a release: see start
+	rel     *pendingRelease
 	// heal, if not nil, is given the nodes that answered that our keys are not there, once
 	// the op has succeeded (an extend: heal.go); later answers of that kind come one by one.
 	heal func(ctx context.Context, nodes []int)
@@ -51,6 +52,10 @@ func (c *Client) newQuorumOp(ctx context.Context, op string, set lockKeys, done 
 // cancelled instead (our keys will never be there). Such a node does not count towards the
 // quorum, so a Release still returns only once a quorum of nodes deleted the keys.
 func (o *quorumOp) start() {
+	if o.release {
+		o.rel = o.c.pending.begin(o.set.keys, len(o.c.nodes))
+		defer o.c.pending.end(o.rel)
+	}
 	for i := range o.c.nodes {
 		var prev *call
 		if o.after != nil {
@@ -63,7 +68,10 @@ func (o *quorumOp) start() {
 			continue
 		}
 		cl := o.cmd.newCall(0, o)
-		cl.keep = o.release // a release is never dropped
+		if o.release {
+			cl.keep = true                // a release is never dropped
+			o.c.pending.add(o.rel, i, cl) // the next acquire of the keys goes after it
+		}
 		o.c.sendAfterTo(i, prev, cl)
 	}
 }

@@ -32,6 +32,7 @@ type Client struct {
 	renewer renewer            // the renewals of every Do of this client (renew.go)
 	bg      sync.WaitGroup     // calls in flight and the background work they started
 	senders sync.WaitGroup     // the transport's sender goroutines (transport.go)
+	pending pendingReleases    // releases not yet final on every node (pending.go)
 }
 
 // New returns a Client over the given nodes. Each element must be a distinct, non-nil

@@ -92,6 +92,7 @@ type call struct {
 
 	overdue atomic.Bool  // a timeout was reported before it was written (waiting behind a call)
 	written atomic.Int64 // when its batch was written, in Unix ns; set only for an Observer
+	rel     *pendingRelease // a release or undo: its entry in the client's pendingReleases
 }
 
 // cancel drops the call if it has not been written yet. It reports whether it did; the
@@ -533,6 +534,10 @@ func (q *nodeQueue) finish(c *call) {
 	c.next = nil
 	c.args, c.sink = nil, nil
 	c.mu.Unlock()
+	if c.rel != nil {
+		q.cl.pending.done(c.rel)
+		c.rel = nil
+	}
 	for _, n := range next {
 		q.send(n)
 		q.cl.bg.Done() // the hold taken in sendAfter
