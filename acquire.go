@@ -213,6 +213,10 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 		}
 	}
 	err.Nodes = collectNodeErrors(a.nodeErrs)
+	// No wake-up channel: the undo frees the key silently. The contenders it would wake are
+	// mostly the ones whose simultaneous attempts split the vote; their jittered retry pauses
+	// spread them out again, where a wake-up would send them all back at the same moment
+	// (docs/design.md, "Wake-ups").
 	rel := newScriptCall(releaseScript, []string{a.key}, a.id)
 	undo := &undoLog{c: a.c, key: a.key}
 	for i, acq := range a.acq {

@@ -28,6 +28,7 @@ type Client struct {
 	heldMu  sync.Mutex
 	held    map[*Lock]struct{} // locks acquired and not yet released, for Close
 	wait    waitQueues         // this client's Acquire calls waiting for a key, in arrival order
+	wake    wakeHub            // releases announced by other processes, for the waiters (wakehub.go)
 	renewer renewer            // the renewals of every Do of this client (renew.go)
 	bg      sync.WaitGroup     // calls in flight and the background work they started
 	senders sync.WaitGroup     // the transport's sender goroutines (transport.go)
@@ -70,6 +71,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
 	}
 	c.renewer.c = c
+	c.wake.c, c.wake.linger = c, wakeLinger
 	if err := c.checkDistinct(); err != nil {
 		c.Close()
 		return nil, err
@@ -106,6 +108,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.wait.closeAll() // Acquire calls waiting for a key return ErrClosed at once
+	c.wake.close()    // the subscriptions and their goroutines
 	c.bg.Wait()
 	c.heldMu.Lock()
 	left := make([]*Lock, 0, len(c.held))
@@ -229,18 +232,24 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	defer func() {
 		if wt != nil {
 			c.wait.leave(key, wt)
+			c.wake.unsubscribe(key)
 		}
 	}()
+	join := func() {
+		wt = c.wait.join(key)
+		c.wake.subscribe(key) // releases by other processes wake the head (wakehub.go)
+	}
 	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
 	var err error
 	overloaded := 0 // consecutive attempts that failed without any node reporting a holder
 	if c.wait.busy(key) {
-		wt = c.wait.join(key)
+		join()
 		if err := c.waitTurn(ctx, key, wt, jitter(c.cfg.retryDelay)); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 		}
 	}
 	for attempt := 1; ; attempt++ {
+		mark := c.wake.mark() // a release announced from now on gets us another attempt at once
 		var l *Lock
 		l, err = c.TryAcquire(ctx, key, ttl)
 		if err == nil || !errors.Is(err, ErrNotAcquired) {
@@ -264,8 +273,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			overloaded = 0
 		}
 		if wt == nil {
-			wt = c.wait.join(key)
+			join()
 		}
+		wt.mark, wt.marked = mark, true
 		if c.waitTurn(ctx, key, wt, pause) != nil {
 			break
 		}
@@ -493,7 +503,7 @@ func (l *Lock) release(ctx context.Context, byClose bool) error {
 	close(ch)
 	if err == nil {
 		l.c.forget(l)
-		l.c.wait.released(l.key)
+		l.c.wake.heardFrom(l.key, l.id, -1) // wakes our own head now; the nodes' echo of it is dropped
 	}
 	return err
 }
@@ -514,7 +524,9 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		waitCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.c.cfg.nodeTimeout)
 		defer cancel()
 	}
-	rel := newScriptCall(releaseScript, []string{l.key}, l.id)
+	// The script announces the release on the key's wake-up channel for the waiters of other
+	// processes (lua/release.lua).
+	rel := newScriptCall(releaseScript, []string{l.key}, l.id, l.c.releaseChannel(l.key))
 	err := l.c.runQuorumOp(waitCtx, "release", l.key, l.acq, rel, true, nil)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())

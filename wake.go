@@ -6,14 +6,23 @@ import (
 	"time"
 )
 
+// WakeChannelPrefix begins the name of every pub/sub channel the library uses: a Release
+// publishes on WakeChannelPrefix + key (only when it deleted the key), and a Client whose
+// Acquire calls wait for a key subscribes to that channel on every node. An ACL user needs
+// the channel pattern "&redlock:wake:*" and the commands +publish +subscribe +unsubscribe
+// for wake-ups (docs/operations.md); without them everything still works, by polling.
+const WakeChannelPrefix = "redlock:wake:"
+
 // waitQueues orders the Acquire calls of one Client that wait for the same key. Per key
 // they queue in arrival order and only the first (the head) makes attempts; the others wait
 // for their turn without sending anything, so a thousand waiters on one key cost the nodes
 // what one does. A Release by a Lock of the same Client wakes the head at once instead of
 // leaving it to sleep out its retry pause, and a new Acquire of a key with waiters joins
 // the back of the queue rather than trying first, so a holder that releases and acquires
-// again in a loop cannot starve the others. Waiters for a lock held by another process
-// still rely on the head's retry pause. An entry lives only while someone waits on its key.
+// again in a loop cannot starve the others. Releases by other processes (or other Clients)
+// wake the head through the key's wake-up channel (wakehub.go); when that message is lost,
+// the head's retry pause still bounds the wait. An entry lives only while someone waits on
+// its key.
 type waitQueues struct {
 	mu     sync.Mutex
 	m      map[string][]*waiter // per key, oldest first; m[key][0] is the head
@@ -24,6 +33,11 @@ type waitQueues struct {
 type waiter struct {
 	poke   chan struct{} // buffered 1: "you are the head now" or "released: try now"
 	kicked bool          // a release happened since the head's last attempt; guarded by mu
+
+	// Owned by the Acquire call: the wake hub's stamp taken before its last attempt, so that
+	// a release announced between that attempt and the wait is not missed (wakeHub.since).
+	mark   uint64
+	marked bool // mark is set; a waiter that joined without attempting takes it as head
 }
 
 func pokeWaiter(w *waiter) {
@@ -112,7 +126,9 @@ func (q *waitQueues) released(key string) {
 }
 
 // waitTurn blocks until w should make its next attempt: w is the head and either pause has
-// passed or a release of key by this client kicked it. It returns ctx.Err() when ctx ends.
+// passed, a release of key by this client kicked it, or a release announced by another
+// process (wakehub.go) came after the head's last attempt started. It returns ctx.Err()
+// when ctx ends.
 func (c *Client) waitTurn(ctx context.Context, key string, w *waiter, pause time.Duration) error {
 	var deadline time.Time // when the head's pause ends
 	for {
@@ -127,6 +143,14 @@ func (c *Client) waitTurn(ctx context.Context, key string, w *waiter, pause time
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+		}
+		if !w.marked {
+			// Head now without an attempt of our own: the events before this moment were the
+			// previous head's to act on.
+			w.mark, w.marked = c.wake.mark(), true
+		}
+		if c.wake.since(key, w.mark) {
+			return nil
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(pause)
