@@ -213,8 +213,12 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // Waiting: the Acquire calls of one Client that wait for the same key queue in arrival
 // order, and only the first of them makes attempts; a new Acquire of a key that already has
 // waiters here joins the back of that queue instead of trying first (no barging). A Release
-// by a Lock of this Client wakes the first waiter at once. Otherwise the first waiter
-// retries after a pause drawn from [d/2, 3d/2) with d the retry delay ([WithRetryDelay])
+// by a Lock of this Client wakes the first waiter at once; a Release by another Client or
+// process wakes it once a quorum of nodes has announced the release on the key's wake-up
+// channel ([WakeChannelPrefix] + key; the Client subscribes to it on every node while it has
+// waiters for the key; see [WithoutWakeups]), typically within a round trip of the release.
+// A wake-up only makes the first waiter try now; when none arrives (a node down, an ACL
+// without the channel, a message lost), the first waiter retries after a pause drawn from [d/2, 3d/2) with d the retry delay ([WithRetryDelay])
 // when the key was held elsewhere, and d doubled for each consecutive attempt that failed
 // without any node reporting a holder (nodes timing out or failing: overload, not
 // contention), up to 32 d or one second, whichever is larger. A retry limit counts this
