@@ -217,11 +217,14 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // process wakes it once a quorum of nodes has announced the release on the key's wake-up
 // channel ([WakeChannelPrefix] + key; the Client subscribes to it on every node while it has
 // waiters for the key; see [WithoutWakeups]), typically within a round trip of the release.
-// A wake-up only makes the first waiter try now; when none arrives (a node down, an ACL
-// without the channel, a message lost), the first waiter retries after a pause drawn from [d/2, 3d/2) with d the retry delay ([WithRetryDelay])
-// when the key was held elsewhere, and d doubled for each consecutive attempt that failed
-// without any node reporting a holder (nodes timing out or failing: overload, not
-// contention), up to 32 d or one second, whichever is larger. A retry limit counts this
+// When waiters of other processes answer the same releases, a woken first waiter gives way
+// to those that have waited longer: before its attempt it waits min(retry delay / 50, 1 ms)
+// for each of the first 8 releases it has not yet lost (at most 8 ms). A wake-up only makes
+// the first waiter try; when none arrives (a node down, an ACL without the channel, a
+// message lost), the first waiter retries after a pause drawn from [d/2, 3d/2) with d the
+// retry delay ([WithRetryDelay]) when the key was held elsewhere, and d doubled for each
+// consecutive attempt that failed without any node reporting a holder (nodes timing out or
+// failing: overload, not contention), up to 32 d or one second, whichever is larger. A retry limit counts this
 // call's own attempts, not its time in the queue. After [Client.Close], Acquire returns
 // ErrClosed (which does not match ErrNotAcquired), at once also for calls that were waiting.
 // Safe for concurrent use.
@@ -252,16 +255,33 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 			return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 		}
 	}
+	losses := 0 // attempts made on a wake-up that another contender beat
 	for attempt := 1; ; attempt++ {
+		// Woken by a release while other processes' waiters answer it too: give way to those
+		// that have waited longer (seniorityDelay).
+		woken := wt != nil && wt.woken
+		if woken && c.wake.crowded(key) && c.giveWay(ctx, seniorityDelay(c.cfg.retryDelay, losses)) != nil {
+			break
+		}
 		mark := c.wake.mark() // a release announced from now on gets us another attempt at once
 		var l *Lock
 		l, err = c.TryAcquire(ctx, key, ttl)
-		if err == nil || !errors.Is(err, ErrNotAcquired) {
+		if err == nil {
+			if woken {
+				c.wake.wokenAttempt(key, true, losses)
+			}
+			return l, nil
+		}
+		if !errors.Is(err, ErrNotAcquired) {
 			return l, err
 		}
 		var qe *QuorumError
 		if errors.As(err, &qe) {
 			last = qe
+		}
+		if woken && qe != nil && qe.contended() {
+			c.wake.wokenAttempt(key, false, losses)
+			losses++
 		}
 		if ctx.Err() != nil {
 			break
@@ -309,6 +329,39 @@ func overloadDelay(d time.Duration, k int) time.Duration {
 		d *= 2
 	}
 	return min(d, limit)
+}
+
+// seniorityRanks and seniorityStep shape seniorityDelay.
+const (
+	seniorityRanks = 8                // a waiter that lost this many releases waits no step
+	seniorityStep  = time.Millisecond // the longest step; shorter for a retry delay below 50 ms
+)
+
+// seniorityDelay is how long a waiter woken by a release waits before its attempt when the
+// key is crowded (several waiters answer each release): one step, min(d/50, 1 ms), for each
+// of the first seniorityRanks releases it has not lost yet, so at most 8 ms for a newcomer
+// and none for a waiter that lost 8 of them. Pub/sub wakes the waiters of every process at
+// once and the first to reach a quorum wins, a lottery; this lets those that have waited
+// longest reach the nodes first.
+func seniorityDelay(d time.Duration, losses int) time.Duration {
+	return time.Duration(max(0, seniorityRanks-losses)) * min(d/50, seniorityStep)
+}
+
+// giveWay waits d, or less when ctx ends or the client closes; it returns ctx.Err() when
+// ctx ended.
+func (c *Client) giveWay(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.wait.closing():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // jitter draws a pause uniformly from [d/2, 3d/2).

@@ -27,6 +27,20 @@ type waitQueues struct {
 	mu     sync.Mutex
 	m      map[string][]*waiter // per key, oldest first; m[key][0] is the head
 	closed bool                 // the client is closed: every waiter goes now (and fails)
+	done   chan struct{}        // closed with closed; made on first use
+}
+
+// closing returns a channel that is closed once the client closes.
+func (q *waitQueues) closing() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.done == nil {
+		q.done = make(chan struct{})
+		if q.closed {
+			close(q.done)
+		}
+	}
+	return q.done
 }
 
 // waiter is one Acquire's place in a queue.
@@ -38,6 +52,7 @@ type waiter struct {
 	// a release announced between that attempt and the wait is not missed (wakeHub.since).
 	mark   uint64
 	marked bool // mark is set; a waiter that joined without attempting takes it as head
+	woken  bool // waitTurn returned for a release, not because the pause ran out
 }
 
 func pokeWaiter(w *waiter) {
@@ -107,6 +122,9 @@ func (q *waitQueues) leave(key string, w *waiter) {
 func (q *waitQueues) closeAll() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if !q.closed && q.done != nil {
+		close(q.done)
+	}
 	q.closed = true
 	for _, l := range q.m {
 		for _, w := range l {
@@ -134,6 +152,7 @@ func (c *Client) waitTurn(ctx context.Context, key string, w *waiter, pause time
 	for {
 		isHead, kicked := c.wait.head(key, w)
 		if kicked {
+			w.woken = true
 			return nil
 		}
 		if !isHead {
@@ -150,6 +169,7 @@ func (c *Client) waitTurn(ctx context.Context, key string, w *waiter, pause time
 			w.mark, w.marked = c.wake.mark(), true
 		}
 		if c.wake.since(key, w.mark) {
+			w.woken = true
 			return nil
 		}
 		if deadline.IsZero() {
@@ -157,11 +177,13 @@ func (c *Client) waitTurn(ctx context.Context, key string, w *waiter, pause time
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			w.woken = false
 			return nil
 		}
 		t := time.NewTimer(left)
 		select {
 		case <-t.C:
+			w.woken = false
 			return nil
 		case <-w.poke: // a release kick, or a poke from before we became the head
 			t.Stop()

@@ -55,6 +55,9 @@ type wakeSub struct {
 	idle  time.Time // when refs fell to 0
 	stamp uint64    // hub stamp of the key's last wake event, 0 for none
 	heard []heard   // the latest releases heard, newest last, at most wakeHeard
+	// crowded: a woken attempt on the key lost to another contender lately, so several
+	// waiters answer each release (see seniorityDelay).
+	crowded bool
 }
 
 // heard is one release of a key (one holder id) as the nodes announce it.
@@ -204,6 +207,26 @@ func (h *wakeHub) subscribed(key string) {
 	}
 	h.mu.Unlock()
 	h.c.wait.released(key)
+}
+
+// crowded reports whether attempts made on a wake-up lately lost to other contenders:
+// several waiters answer each release of key (see seniorityDelay).
+func (h *wakeHub) crowded(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.subs[key]
+	return s != nil && s.crowded
+}
+
+// wokenAttempt records the outcome of an attempt made on a wake-up by a waiter that had
+// lost losses such attempts before: a loss (to another contender) marks the key crowded, a
+// win by a waiter that never lost shows that nobody older was waiting and clears the mark.
+func (h *wakeHub) wokenAttempt(key string, won bool, losses int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.subs[key]; s != nil && (!won || losses == 0) {
+		s.crowded = !won
+	}
 }
 
 // startLocked makes the per-node PubSubs (no I/O until the first SUBSCRIBE) and starts
