@@ -340,7 +340,11 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 		}
 	}
 	err.Nodes = collectNodeErrors(a.nodeErrs)
-	rel := a.set.releaseCommand(a.id)
+	// No wake-up channel: the undo frees the key silently. The contenders it would wake are
+	// mostly the ones whose simultaneous attempts split the vote; their jittered retry pauses
+	// spread them out again, where a wake-up would send them all back at the same moment
+	// (docs/design.md, "Wake-ups").
+	rel := a.set.releaseCommand(a.id, false)
 	undo := &undoLog{c: a.c, key: a.set.keys[0], obs: a.obs, ctx: a.ctx}
 	pr := a.c.pending.begin(a.set.keys, len(a.acq))
 	for i, acq := range a.acq {

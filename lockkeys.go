@@ -58,16 +58,6 @@ func (s lockKeys) multi() []string {
 	return s.keys
 }
 
-// has reports whether key is one of the lock's keys.
-func (s lockKeys) has(key string) bool {
-	for _, k := range s.keys {
-		if k == key {
-			return true
-		}
-	}
-	return false
-}
-
 // pairs returns the KEYS of the acquire and heal scripts: each lock key, then its counter.
 func (s lockKeys) pairs() []string {
 	out := make([]string, 0, 2*len(s.keys))
@@ -85,10 +75,18 @@ func (s lockKeys) extendCommand(id string, px int64) *command {
 	return newScriptCall(extendScript, s.keys, id, px)
 }
 
-// releaseCommand is the compare-and-delete of the lock's keys (also the undo of an acquire).
-func (s lockKeys) releaseCommand(id string) *command {
+// releaseCommand is the compare-and-delete of the lock's keys (also the undo of an acquire,
+// which does not announce). With announce, each key deleted is announced on its wake-up
+// channel (wakehub.go).
+func (s lockKeys) releaseCommand(id string, announce bool) *command {
 	if len(s.keys) > 1 {
+		if announce {
+			return newScriptCall(releaseMultiScript, s.keys, id, WakeChannelPrefix)
+		}
 		return newScriptCall(releaseMultiScript, s.keys, id)
+	}
+	if announce {
+		return newScriptCall(releaseScript, s.keys, id, wakeChannel(s.keys[0]))
 	}
 	return newScriptCall(releaseScript, s.keys, id)
 }

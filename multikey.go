@@ -49,8 +49,8 @@ func (c *Client) TryAcquireMulti(ctx context.Context, keys []string, ttl time.Du
 // AcquireMulti acquires one lock over all of keys for ttl, retrying as [Client.Acquire]
 // does until it succeeds, the retry limit is reached or ctx ends. Arguments and errors are
 // those of [Client.TryAcquireMulti]. Waiters of this Client for the same set of keys (in the
-// same order) queue in arrival order; a release of the set wakes the first of them, and a
-// release of a single key of this Client wakes waiters for that key only. Safe for
+// same order) queue in arrival order; a release of any of the keys, by this Client or
+// announced by another (wake-ups, docs/design.md §3.9), wakes the first of them. Safe for
 // concurrent use.
 func (c *Client) AcquireMulti(ctx context.Context, keys []string, ttl time.Duration) (*MultiLock, error) {
 	ttl, set, err := c.multiArgs(ctx, keys, ttl)

@@ -82,6 +82,7 @@ type config struct {
 	noHealing        bool // WithoutHealing: extends do not give keys back to nodes that lost them
 	lockDelay        time.Duration
 	observer         Observer // WithObserver; nil for none
+	noWakeups        bool     // WithoutWakeups: no PUBLISH on release, no SUBSCRIBE for waiters
 }
 
 func defaultConfig() config {
@@ -309,6 +310,21 @@ func WithLockDelay(d time.Duration) Option {
 			return invalidf("lock delay %v leaves no room for a TTL under MaxTTL (%v)", d, MaxTTL)
 		}
 		c.lockDelay = d
+		return nil
+	}
+}
+
+// WithoutWakeups turns the cross-process wake-ups off: a Release no longer publishes on the
+// key's wake-up channel ([WakeChannelPrefix] + key) and the Client subscribes to no channel,
+// so Acquire calls waiting for a lock held by another process (or another Client) retry
+// only after their retry pause ([WithRetryDelay]), as before wake-ups existed. Waiters of the
+// same Client are still woken at once by its own releases. Meant for servers where pub/sub
+// is unwanted (an ACL without channels that should not log a denied PUBLISH per release,
+// say; docs/operations.md) and for measuring the difference. Mutual exclusion and tokens are
+// the same either way: a wake-up only triggers an attempt. Default: wake-ups on.
+func WithoutWakeups() Option {
+	return func(c *config) error {
+		c.noWakeups = true
 		return nil
 	}
 }

@@ -29,6 +29,7 @@ type Client struct {
 	heldMu  sync.Mutex
 	held    map[*Lock]struct{} // locks acquired and not yet released, for Close
 	wait    waitQueues         // this client's Acquire calls waiting for a key, in arrival order
+	wake    wakeHub            // releases announced by other processes, for the waiters (wakehub.go)
 	renewer renewer            // the renewals of every Do of this client (renew.go)
 	bg      sync.WaitGroup     // calls in flight and the background work they started
 	senders sync.WaitGroup     // the transport's sender goroutines (transport.go)
@@ -72,6 +73,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
 	}
 	c.renewer.c = c
+	c.wake.c, c.wake.linger = c, wakeLinger
 	if err := c.checkDistinct(); err != nil {
 		c.Close()
 		return nil, err
@@ -108,6 +110,7 @@ func (c *Client) Close() error {
 		return nil
 	}
 	c.wait.closeAll() // Acquire calls waiting for a key return ErrClosed at once
+	c.wake.close()    // the subscriptions and their goroutines
 	c.bg.Wait()
 	c.heldMu.Lock()
 	left := make([]*Lock, 0, len(c.held))
@@ -255,11 +258,18 @@ func (c *Client) tryAcquire(ctx context.Context, set lockKeys, ttl time.Duration
 // Waiting: the Acquire calls of one Client that wait for the same key queue in arrival
 // order, and only the first of them makes attempts; a new Acquire of a key that already has
 // waiters here joins the back of that queue instead of trying first (no barging). A Release
-// by a Lock of this Client wakes the first waiter at once. Otherwise the first waiter
-// retries after a pause drawn from [d/2, 3d/2) with d the retry delay ([WithRetryDelay])
-// when the key was held elsewhere, and d doubled for each consecutive attempt that failed
-// without any node reporting a holder (nodes timing out or failing: overload, not
-// contention), up to 32 d or one second, whichever is larger. A retry limit counts this
+// by a Lock of this Client wakes the first waiter at once; a Release by another Client or
+// process wakes it once a quorum of nodes has announced the release on the key's wake-up
+// channel ([WakeChannelPrefix] + key; the Client subscribes to it on every node while it has
+// waiters for the key; see [WithoutWakeups]), typically within a round trip of the release.
+// When waiters of other processes answer the same releases, a woken first waiter gives way
+// to those that have waited longer: before its attempt it waits min(retry delay / 50, 1 ms)
+// for each of the first 8 releases it has not yet lost (at most 8 ms). A wake-up only makes
+// the first waiter try; when none arrives (a node down, an ACL without the channel, a
+// message lost), the first waiter retries after a pause drawn from [d/2, 3d/2) with d the
+// retry delay ([WithRetryDelay]) when the key was held elsewhere, and d doubled for each
+// consecutive attempt that failed without any node reporting a holder (nodes timing out or
+// failing: overload, not contention), up to 32 d or one second, whichever is larger. A retry limit counts this
 // call's own attempts, not its time in the queue. After [Client.Close], Acquire returns
 // ErrClosed (which does not match ErrNotAcquired), at once also for calls that were waiting.
 // Safe for concurrent use.
@@ -295,25 +305,48 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 	var wt *waiter // our place in this client's queue for key, once we are in it
 	defer func() {
 		if wt != nil {
-			c.wait.leave(key, wt)
+			c.wait.leave(set, wt)
+			c.unsubscribe(set)
 		}
 	}()
+	join := func() {
+		wt = c.wait.join(set)
+		c.subscribe(set) // releases by other processes wake the head (wakehub.go)
+	}
 	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
 	overloaded := 0       // consecutive attempts that failed without any node reporting a holder
 	if c.wait.busy(key) {
-		wt = c.wait.join(key)
-		if err := c.waitTurn(ctx, key, wt, jitter(c.cfg.retryDelay)); err != nil {
+		join()
+		if err := c.waitTurn(ctx, set, wt, jitter(c.cfg.retryDelay)); err != nil {
 			return nil, 0, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 		}
 	}
+	losses := 0 // attempts made on a wake-up that another contender beat
 	for attempts = 1; ; attempts++ {
+		// Woken by a release while other processes' waiters answer it too: give way to those
+		// that have waited longer (seniorityDelay).
+		woken := wt != nil && wt.woken
+		if woken && c.crowded(set) && c.giveWay(ctx, seniorityDelay(c.cfg.retryDelay, losses)) != nil {
+			break
+		}
+		mark := c.wake.mark() // a release announced from now on gets us another attempt at once
 		l, err = c.tryAcquire(ctx, set, ttl)
-		if err == nil || !errors.Is(err, ErrNotAcquired) {
+		if err == nil {
+			if woken {
+				c.wokenAttempt(set, true, losses)
+			}
+			return l, attempts, nil
+		}
+		if !errors.Is(err, ErrNotAcquired) {
 			return l, attempts, err
 		}
 		var qe *QuorumError
 		if errors.As(err, &qe) {
 			last = qe
+		}
+		if woken && qe != nil && qe.contended() {
+			c.wokenAttempt(set, false, losses)
+			losses++
 		}
 		if ctx.Err() != nil {
 			break
@@ -329,9 +362,10 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 			overloaded = 0
 		}
 		if wt == nil {
-			wt = c.wait.join(key)
+			join()
 		}
-		if c.waitTurn(ctx, key, wt, pause) != nil {
+		wt.mark, wt.marked = mark, true
+		if c.waitTurn(ctx, set, wt, pause) != nil {
 			break
 		}
 	}
@@ -360,6 +394,39 @@ func overloadDelay(d time.Duration, k int) time.Duration {
 		d *= 2
 	}
 	return min(d, limit)
+}
+
+// seniorityRanks and seniorityStep shape seniorityDelay.
+const (
+	seniorityRanks = 8                // a waiter that lost this many releases waits no step
+	seniorityStep  = time.Millisecond // the longest step; shorter for a retry delay below 50 ms
+)
+
+// seniorityDelay is how long a waiter woken by a release waits before its attempt when the
+// key is crowded (several waiters answer each release): one step, min(d/50, 1 ms), for each
+// of the first seniorityRanks releases it has not lost yet, so at most 8 ms for a newcomer
+// and none for a waiter that lost 8 of them. Pub/sub wakes the waiters of every process at
+// once and the first to reach a quorum wins, a lottery; this lets those that have waited
+// longest reach the nodes first.
+func seniorityDelay(d time.Duration, losses int) time.Duration {
+	return time.Duration(max(0, seniorityRanks-losses)) * min(d/50, seniorityStep)
+}
+
+// giveWay waits d, or less when ctx ends or the client closes; it returns ctx.Err() when
+// ctx ended.
+func (c *Client) giveWay(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.wait.closing():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // jitter draws a pause uniformly from [d/2, 3d/2).
@@ -602,11 +669,10 @@ func (l *Lock) release(ctx context.Context, byClose bool) error {
 			o.Event(ctx, Event{Kind: EventHoldEnded, Keys: l.set.keys, Token: l.token, Duration: l.c.cfg.clock.Now().Sub(l.granted)})
 		}
 		l.c.forget(l)
-		l.c.wait.released(l.set.waitKey())
-		if len(l.set.keys) > 1 {
-			for _, k := range l.set.keys {
-				l.c.wait.released(k) // this client's waiters for one of the keys
-			}
+		// Wakes our own waiters now (those for any of the keys, and for sets that hold one);
+		// the nodes' echo of this release is dropped.
+		for _, k := range l.set.keys {
+			l.c.wake.heardFrom(k, l.id, -1)
 		}
 	}
 	return err
@@ -628,8 +694,10 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		waitCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), l.c.cfg.nodeTimeout)
 		defer cancel()
 	}
+	// The script announces the release on the keys' wake-up channels for the waiters of other
+	// processes (lua/release.lua, lua/release_multi.lua).
 	o := l.c.newQuorumOp(ctx, "release", l.set, nil)
-	o.after, o.cmd, o.release = l.lastCalls(), l.set.releaseCommand(l.id), true
+	o.after, o.cmd, o.release = l.lastCalls(), l.set.releaseCommand(l.id, !l.c.cfg.noWakeups), true
 	err := l.c.runQuorumOp(waitCtx, o, nil)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())

@@ -6,24 +6,56 @@ import (
 	"time"
 )
 
+// WakeChannelPrefix begins the name of every pub/sub channel the library uses: a Release
+// publishes on WakeChannelPrefix + key (only when it deleted the key), and a Client whose
+// Acquire calls wait for a key subscribes to that channel on every node. An ACL user needs
+// the channel pattern "&redlock:wake:*" and the commands +publish +subscribe +unsubscribe
+// for wake-ups (docs/operations.md); without them everything still works, by polling.
+const WakeChannelPrefix = "redlock:wake:"
+
 // waitQueues orders the Acquire calls of one Client that wait for the same key. Per key
 // they queue in arrival order and only the first (the head) makes attempts; the others wait
 // for their turn without sending anything, so a thousand waiters on one key cost the nodes
 // what one does. A Release by a Lock of the same Client wakes the head at once instead of
 // leaving it to sleep out its retry pause, and a new Acquire of a key with waiters joins
 // the back of the queue rather than trying first, so a holder that releases and acquires
-// again in a loop cannot starve the others. Waiters for a lock held by another process
-// still rely on the head's retry pause. An entry lives only while someone waits on its key.
+// again in a loop cannot starve the others. Releases by other processes (or other Clients)
+// wake the head through the key's wake-up channel (wakehub.go); when that message is lost,
+// the head's retry pause still bounds the wait. An entry lives only while someone waits on
+// its key.
 type waitQueues struct {
-	mu     sync.Mutex
-	m      map[string][]*waiter // per key, oldest first; m[key][0] is the head
+	mu sync.Mutex
+	m  map[string][]*waiter // per key, oldest first; m[key][0] is the head
+	// sets maps a key to the multi-key sets (their waitKey) that have waiters and contain
+	// it, with their waiter counts: a release of the key wakes those sets' heads too.
+	sets   map[string]map[string]int
 	closed bool                 // the client is closed: every waiter goes now (and fails)
+	done   chan struct{}        // closed with closed; made on first use
+}
+
+// closing returns a channel that is closed once the client closes.
+func (q *waitQueues) closing() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.done == nil {
+		q.done = make(chan struct{})
+		if q.closed {
+			close(q.done)
+		}
+	}
+	return q.done
 }
 
 // waiter is one Acquire's place in a queue.
 type waiter struct {
 	poke   chan struct{} // buffered 1: "you are the head now" or "released: try now"
 	kicked bool          // a release happened since the head's last attempt; guarded by mu
+
+	// Owned by the Acquire call: the wake hub's stamp taken before its last attempt, so that
+	// a release announced between that attempt and the wait is not missed (wakeHub.since).
+	mark   uint64
+	marked bool // mark is set; a waiter that joined without attempting takes it as head
+	woken  bool // waitTurn returned for a release, not because the pause ran out
 }
 
 func pokeWaiter(w *waiter) {
@@ -40,8 +72,9 @@ func (q *waitQueues) busy(key string) bool {
 	return len(q.m[key]) > 0
 }
 
-// join puts a new waiter at the back of key's queue.
-func (q *waitQueues) join(key string) *waiter {
+// join puts a new waiter at the back of the queue of set (set.waitKey()).
+func (q *waitQueues) join(set lockKeys) *waiter {
+	key := set.waitKey()
 	w := &waiter{poke: make(chan struct{}, 1)}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -49,6 +82,17 @@ func (q *waitQueues) join(key string) *waiter {
 		q.m = map[string][]*waiter{}
 	}
 	q.m[key] = append(q.m[key], w)
+	if len(set.keys) > 1 {
+		if q.sets == nil {
+			q.sets = map[string]map[string]int{}
+		}
+		for _, k := range set.keys {
+			if q.sets[k] == nil {
+				q.sets[k] = map[string]int{}
+			}
+			q.sets[k][key]++
+		}
+	}
 	return w
 }
 
@@ -66,10 +110,22 @@ func (q *waitQueues) head(key string, w *waiter) (isHead, kicked bool) {
 	return true, kicked
 }
 
-// leave removes w from key's queue; when w was the head, the next waiter becomes the head.
-func (q *waitQueues) leave(key string, w *waiter) {
+// leave removes w from the queue of set; when w was the head, the next waiter becomes the
+// head.
+func (q *waitQueues) leave(set lockKeys, w *waiter) {
+	key := set.waitKey()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(set.keys) > 1 {
+		for _, k := range set.keys {
+			if q.sets[k][key]--; q.sets[k][key] <= 0 {
+				delete(q.sets[k], key)
+				if len(q.sets[k]) == 0 {
+					delete(q.sets, k)
+				}
+			}
+		}
+	}
 	l := q.m[key]
 	for i, x := range l {
 		if x != w {
@@ -93,6 +149,9 @@ func (q *waitQueues) leave(key string, w *waiter) {
 func (q *waitQueues) closeAll() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if !q.closed && q.done != nil {
+		close(q.done)
+	}
 	q.closed = true
 	for _, l := range q.m {
 		for _, w := range l {
@@ -101,7 +160,8 @@ func (q *waitQueues) closeAll() {
 	}
 }
 
-// released wakes the head of key's queue, if any, for an attempt now.
+// released wakes the head of key's queue, and of every multi-key set's queue that contains
+// key, for an attempt now.
 func (q *waitQueues) released(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -109,15 +169,64 @@ func (q *waitQueues) released(key string) {
 		l[0].kicked = true
 		pokeWaiter(l[0])
 	}
+	for set := range q.sets[key] {
+		if l := q.m[set]; len(l) > 0 {
+			l[0].kicked = true
+			pokeWaiter(l[0])
+		}
+	}
+}
+
+// The wake hub is keyed by single keys; a multi-key set waits on each of its keys.
+
+func (c *Client) subscribe(set lockKeys) {
+	for _, k := range set.keys {
+		c.wake.subscribe(k)
+	}
+}
+
+func (c *Client) unsubscribe(set lockKeys) {
+	for _, k := range set.keys {
+		c.wake.unsubscribe(k)
+	}
+}
+
+func (c *Client) crowded(set lockKeys) bool {
+	for _, k := range set.keys {
+		if c.wake.crowded(k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) wokenAttempt(set lockKeys, won bool, losses int) {
+	for _, k := range set.keys {
+		c.wake.wokenAttempt(k, won, losses)
+	}
+}
+
+// heardSince reports whether a release of one of the set's keys was announced after mark.
+func (c *Client) heardSince(set lockKeys, mark uint64) bool {
+	for _, k := range set.keys {
+		if c.wake.since(k, mark) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitTurn blocks until w should make its next attempt: w is the head and either pause has
-// passed or a release of key by this client kicked it. It returns ctx.Err() when ctx ends.
-func (c *Client) waitTurn(ctx context.Context, key string, w *waiter, pause time.Duration) error {
+// passed, a release of key by this client kicked it, or a release announced by another
+// process (wakehub.go) came after the head's last attempt started. It returns ctx.Err()
+// when ctx ends.
+func (c *Client) waitTurn(ctx context.Context, set lockKeys, w *waiter, pause time.Duration) error {
+	key := set.waitKey()
 	var deadline time.Time // when the head's pause ends
 	for {
 		isHead, kicked := c.wait.head(key, w)
 		if kicked {
+			w.woken = true
 			return nil
 		}
 		if !isHead {
@@ -128,16 +237,27 @@ func (c *Client) waitTurn(ctx context.Context, key string, w *waiter, pause time
 				return ctx.Err()
 			}
 		}
+		if !w.marked {
+			// Head now without an attempt of our own: the events before this moment were the
+			// previous head's to act on.
+			w.mark, w.marked = c.wake.mark(), true
+		}
+		if c.heardSince(set, w.mark) {
+			w.woken = true
+			return nil
+		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(pause)
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
+			w.woken = false
 			return nil
 		}
 		t := time.NewTimer(left)
 		select {
 		case <-t.C:
+			w.woken = false
 			return nil
 		case <-w.poke: // a release kick, or a poke from before we became the head
 			t.Stop()

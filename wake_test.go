@@ -71,3 +71,45 @@ func TestWaiterLeavesOnCancel(t *testing.T) {
 		t.Fatalf("waiter entries left after cancel: %v", c.wait.m)
 	}
 }
+
+// TestSeniorityDelay: a woken waiter that has lost no release to another process gives way
+// by 8 steps of min(d/50, 1 ms), one step less per release lost, none from the 8th on.
+func TestSeniorityDelay(t *testing.T) {
+	d := 50 * time.Millisecond
+	for losses, want := range map[int]time.Duration{0: 8 * time.Millisecond, 1: 7 * time.Millisecond, 5: 3 * time.Millisecond, 8: 0, 30: 0} {
+		if got := seniorityDelay(d, losses); got != want {
+			t.Errorf("seniorityDelay(%v, %d) = %v, want %v", d, losses, got, want)
+		}
+	}
+	if got := seniorityDelay(time.Minute, 0); got != 8*time.Millisecond {
+		t.Errorf("seniorityDelay(1m, 0) = %v, want 8ms (steps of at most 1 ms)", got)
+	}
+	if got := seniorityDelay(10*time.Millisecond, 2); got != 6*200*time.Microsecond {
+		t.Errorf("seniorityDelay(10ms, 2) = %v, want 1.2ms", got)
+	}
+}
+
+// TestCrowdedKey: a woken attempt that lost marks the key crowded; a win by a waiter that
+// had lost before keeps the mark; a win by one that never lost clears it. Keys without a
+// subscription are never crowded.
+func TestCrowdedKey(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	c.wake.wokenAttempt("other", false, 0)
+	if c.wake.crowded("other") {
+		t.Fatal("a key nobody subscribed to is crowded")
+	}
+	c.wake.subscribe(testKey)
+	defer c.wake.unsubscribe(testKey)
+	steps := []struct {
+		won    bool
+		losses int
+		want   bool
+	}{{false, 0, true}, {true, 3, true}, {false, 1, true}, {true, 0, false}, {true, 2, false}}
+	for i, s := range steps {
+		c.wake.wokenAttempt(testKey, s.won, s.losses)
+		if got := c.wake.crowded(testKey); got != s.want {
+			t.Fatalf("step %d (won %v after %d losses): crowded %v, want %v", i, s.won, s.losses, got, s.want)
+		}
+	}
+}

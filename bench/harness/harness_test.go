@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -151,5 +152,44 @@ func TestStats(t *testing.T) {
 	}
 	if got := slope([]float64{1, 4, 9}, []float64{1, 2, 3}); math.Abs(got-0.5) > 1e-9 {
 		t.Errorf("slope sqrt = %v", got)
+	}
+}
+
+// TestMain lets the test binary serve as a worker process of scenario procs, which
+// re-executes the running binary.
+func TestMain(m *testing.M) {
+	RunWorkerIfAsked()
+	os.Exit(m.Run())
+}
+
+// TestProcsShort runs scenario procs with 3 worker processes per contender for a moment:
+// the worker processes start, serve their slices and exit, and the table and the targets
+// come out. The figures mean nothing at this size.
+func TestProcsShort(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("redis-server not on PATH; skipping (Debian: apt-get install -y redis-server)")
+	}
+	var out bytes.Buffer
+	cfg := Defaults()
+	cfg.Scenarios = []string{"procs"}
+	cfg.ProcsN, cfg.ProcsDur, cfg.Slice = 3, 300*time.Millisecond, 150*time.Millisecond
+	cfg.Out, cfg.Log = &out, nil
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	t.Log("\n" + out.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Ran, []string{"procs"}) {
+		t.Fatalf("ran %v", res.Ran)
+	}
+	for _, want := range []string{"## procs:", "ours, wake-ups (default)", "ours, WithoutWakeups (polling)", "redsync default", "Jain fairness across processes"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if n := len(res.Targets); n != 3 {
+		t.Errorf("%d targets, want 3", n)
 	}
 }

@@ -167,7 +167,8 @@ func (r *rsync) release(ctx context.Context, h any) error {
 
 func (r *rsync) close() { closeClients(r.clients) }
 
-// releaseSrc is a compare-and-delete script, the same text as the library's release.lua.
+// releaseSrc is a compare-and-delete script: the library's release.lua without its wake-up
+// announcement (the PUBLISH), which the floors do not need.
 const releaseSrc = `if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end

@@ -1,6 +1,6 @@
 // Package harness measures github.com/quorumlock/redlock side by side with
 // github.com/go-redsync/redsync/v4 on real redis-server processes on loopback, scenario by
-// scenario (issue 6: a–h; issue 10, load: p, burst, held, ramp, f0, hung), interleaving the two libraries in short slices so that the noise
+// scenario (issue 6: a–h; issue 10, load: p, burst, held, ramp, f0, hung; issue 12: procs), interleaving the two libraries in short slices so that the noise
 // of a shared machine falls on both alike, and prints markdown tables with the ratios the
 // targets name.
 package harness
@@ -23,7 +23,7 @@ import (
 
 // Scenarios lists every scenario in the order they run: the healthy ones first, the
 // fault scenarios last, so that nothing a fault leaves behind can disturb a healthy figure.
-var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "p", "burst", "held", "ramp", "b", "c", "d", "hung"}
+var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "procs", "p", "burst", "held", "ramp", "b", "c", "d", "hung"}
 
 // LoadScenarios are the scenarios of issue 10 (load), a subset of Scenarios.
 var LoadScenarios = []string{"f0", "p", "burst", "held", "ramp", "hung"}
@@ -64,6 +64,11 @@ type Config struct {
 
 	HungDur time.Duration // hung: measurement per contender and phase
 
+	ProcsN     int           // procs: worker processes on the key, per contender
+	ProcsDur   time.Duration // procs: measurement per contender
+	ProcsHold  time.Duration // procs: how long a winner holds the lock
+	ProcsThink time.Duration // procs: pause after a release before wanting the lock again
+
 	DebugGoroutines bool // log what the goroutines left after each first window are doing
 
 	Out io.Writer // the markdown report
@@ -99,6 +104,10 @@ func Defaults() Config {
 		RampStep:    2 * time.Second,
 		RampRedsync: true,
 		HungDur:     3 * time.Second,
+		ProcsN:      8,
+		ProcsDur:    5 * time.Second,
+		ProcsHold:   2 * time.Millisecond,
+		ProcsThink:  2 * time.Millisecond,
 		Out:         os.Stdout,
 		Log:         os.Stderr,
 	}
@@ -170,6 +179,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{[]string{"h"}, r.scenarioH},
 		{[]string{"f"}, func(ctx context.Context) error { return r.scenarioF(ctx, "f") }},
 		{[]string{"f0"}, func(ctx context.Context) error { return r.scenarioF(ctx, "f0") }},
+		{[]string{"procs"}, r.scenarioProcs},
 		{[]string{"p"}, r.scenarioP},
 		{[]string{"burst"}, r.scenarioBurst},
 		{[]string{"held"}, r.scenarioHeld},
@@ -218,6 +228,9 @@ func (r *runner) header(n int) {
 	fmt.Fprintf(w, "- redsync: `redsync.New(pools...)` and `NewMutex(key)` with default options (expiry 8 s, 32 tries, retry delay drawn from [50, 250) ms, timeout factor 0.05), and the same plus `WithFailFast(true)`\n")
 	fmt.Fprintf(w, "- durations per contender: a/e %s, b/c/d first window %s + steady %s (goroutine drain cap %s), f %s, h %s; slices of %s, interleaved in rotating order\n",
 		r.cfg.Dur, r.cfg.First, r.cfg.FaultDur, r.cfg.Settle, r.cfg.FDur, r.cfg.HDur, r.cfg.Slice)
+	if r.want("procs") {
+		fmt.Fprintf(w, "- procs (issue 12): %d worker processes per contender, hold %s, think %s, %s per contender\n", r.cfg.ProcsN, r.cfg.ProcsHold, r.cfg.ProcsThink, r.cfg.ProcsDur)
+	}
 	if slices.ContainsFunc(LoadScenarios, r.want) {
 		fmt.Fprintf(w, "- load (issue 10): f0 %s per contender; p P = %v, %s per contender and P; burst B = %v; held H = %v for %s; ramp %d → %d goroutines, steps of %s; hung %s per contender and phase\n",
 			r.cfg.F0Dur, r.cfg.PSizes, r.cfg.PDur, r.cfg.BurstSizes, r.cfg.HeldSizes, r.cfg.HeldHold, r.cfg.RampFrom, r.cfg.RampTo, r.cfg.RampStep, r.cfg.HungDur)

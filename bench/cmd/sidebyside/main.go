@@ -1,6 +1,6 @@
 // Command sidebyside measures github.com/quorumlock/redlock against
 // github.com/go-redsync/redsync/v4 on redis-server processes it starts on loopback, and
-// prints markdown tables (issue 6, scenarios a–h; issue 10, load scenarios p, burst, held,
+// prints markdown tables (issue 6, scenarios a–h; issue 12, procs; issue 10, load scenarios p, burst, held,
 // ramp, f0 and hung). Usage: see bench/run.sh, or -h.
 package main
 
@@ -21,7 +21,8 @@ import (
 )
 
 func main() {
-	testing.Init() // registers -test.benchtime, which scenario g sets for testing.Benchmark
+	harness.RunWorkerIfAsked() // a worker process of scenario procs never returns from it
+	testing.Init()             // registers -test.benchtime, which scenario g sets for testing.Benchmark
 	cfg := harness.Defaults()
 	scen := flag.String("scenarios", strings.Join(harness.Scenarios, ","), "comma-separated scenarios to run ("+strings.Join(harness.Scenarios, ",")+")")
 	flag.DurationVar(&cfg.Dur, "dur", cfg.Dur, "a/e: measurement per contender")
@@ -47,6 +48,10 @@ func main() {
 	flag.DurationVar(&cfg.RampStep, "ramp-step", cfg.RampStep, "ramp: length of one step")
 	flag.BoolVar(&cfg.RampRedsync, "ramp-redsync", cfg.RampRedsync, "ramp: ramp redsync too, after ours")
 	flag.DurationVar(&cfg.HungDur, "hung-dur", cfg.HungDur, "hung: measurement per contender and phase (healthy, node SIGSTOPped)")
+	flag.IntVar(&cfg.ProcsN, "procs-n", cfg.ProcsN, "procs: worker processes on one key, per contender")
+	flag.DurationVar(&cfg.ProcsDur, "procs-dur", cfg.ProcsDur, "procs: measurement per contender")
+	flag.DurationVar(&cfg.ProcsHold, "procs-hold", cfg.ProcsHold, "procs: how long a winner holds the lock")
+	flag.DurationVar(&cfg.ProcsThink, "procs-think", cfg.ProcsThink, "procs: pause after a release before wanting the lock again")
 	timeout := flag.Duration("timeout", 15*time.Minute, "hard limit for the whole run")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	quiet := flag.Bool("q", false, "no progress lines on stderr")

@@ -1,0 +1,324 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+)
+
+// numSub returns, per node, how many connections are subscribed to key's wake-up channel.
+func numSub(tb testing.TB, admin []redis.UniversalClient, key string) []int64 {
+	tb.Helper()
+	out := make([]int64, len(admin))
+	for i, rc := range admin {
+		m, err := rc.PubSubNumSub(context.Background(), wakeChannel(key)).Result()
+		if err != nil {
+			out[i] = -1 // node down
+			continue
+		}
+		out[i] = m[wakeChannel(key)]
+	}
+	return out
+}
+
+// isWaiting reports whether an Acquire of c waits for key (it made its first attempt and
+// joined the queue).
+func isWaiting(c *Client, key string) bool {
+	c.wait.mu.Lock()
+	defer c.wait.mu.Unlock()
+	return len(c.wait.m[key]) > 0
+}
+
+// handoff runs one round: holder holds key, waiter's Acquire is started and waits, holder
+// releases once ready(), and handoff returns the time from the release to the waiter
+// having the lock, with the waiter's lock.
+func handoff(t *testing.T, holder, waiter *Client, key string, ready func() bool) (time.Duration, *Lock) {
+	t.Helper()
+	ctx := ctxT(t, 30*time.Second)
+	held, err := holder.TryAcquire(ctx, key, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type res struct {
+		l   *Lock
+		err error
+		at  time.Time
+	}
+	got := make(chan res, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key, 20*time.Second)
+		got <- res{l, err, time.Now()}
+	}()
+	waitFor(t, func() bool { return isWaiting(waiter, key) && ready() })
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("waiter: %v", r.err)
+	}
+	if r.l.Token() <= held.Token() {
+		t.Fatalf("token %d after %d", r.l.Token(), held.Token())
+	}
+	return r.at.Sub(released), r.l
+}
+
+// TestRealWakeAcrossClients: two Clients over the same 5 real nodes, each with go-redis
+// clients of its own (two processes, as far as the nodes can tell). A holds the key; B's
+// Acquire waits with a retry pause of at least 1.5 s (retry delay 3 s); A releases, and B
+// must have the lock within 1 s. Rounds 2 and 3 reuse B's lingering subscription, so only
+// the release message can wake B; round 4 runs with one node killed. The control subtest is
+// the same round with wake-ups off, which must take the pause: it shows that the bound can
+// fail.
+func TestRealWakeAcrossClients(t *testing.T) {
+	const bound = time.Second
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	t.Run("wake-ups", func(t *testing.T) {
+		a := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(time.Second))
+		b := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(time.Second), WithRetryDelay(3*time.Second))
+		const key = "wake:across"
+		subscribed := func() bool {
+			for _, n := range numSub(t, admin, key) {
+				if n != 1 && n != -1 {
+					return false
+				}
+			}
+			return true
+		}
+		for round := 1; round <= 4; round++ {
+			if round == 4 {
+				if err := cluster.Nodes()[4].Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			d, l := handoff(t, a, b, key, subscribed)
+			t.Logf("round %d: B had the lock %v after A's release", round, d)
+			if d >= bound {
+				t.Fatalf("round %d: B acquired %v after the release, want < %v (its retry pause is at least 1.5 s)", round, d, bound)
+			}
+			if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// A never waited, so it never subscribed: only B's connection is on the channel.
+		if n := numSub(t, admin, key); !slices.Equal(n[:4], []int64{1, 1, 1, 1}) {
+			t.Fatalf("subscribers per node %v, want B's alone", n)
+		}
+		if err := cluster.Nodes()[4].Restart(ctxT(t, 20*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("control-without-wake-ups", func(t *testing.T) {
+		a := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(time.Second), WithoutWakeups())
+		b := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(time.Second), WithRetryDelay(3*time.Second), WithoutWakeups())
+		const key = "wake:control"
+		// A subscriber of our own on node 0 hears whatever A's release would announce.
+		ps := admin[0].Subscribe(ctxT(t, 10*time.Second), wakeChannel(key))
+		defer ps.Close()
+		if _, err := ps.Receive(ctxT(t, 10*time.Second)); err != nil { // the confirmation
+			t.Fatal(err)
+		}
+		d, l := handoff(t, a, b, key, func() bool { return true })
+		t.Logf("without wake-ups B had the lock %v after A's release", d)
+		if d < bound {
+			t.Fatalf("B acquired %v after the release without wake-ups, want ≥ %v: the bound above proves nothing", d, bound)
+		}
+		if err := l.Release(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if n := numSub(t, admin, key); !slices.Equal(n, []int64{1, 0, 0, 0, 0}) {
+			t.Fatalf("subscribers per node %v without wake-ups, want only the test's own on node 0", n)
+		}
+		// Messages arrive in order on the connection: a PONG with no message before it means
+		// that neither release published (both were applied on node 0 before the PING).
+		settle(a)
+		settle(b)
+		if err := ps.Ping(ctxT(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := ps.Receive(ctxT(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := msg.(*redis.Pong); !ok {
+			t.Fatalf("without wake-ups a release announced itself: %#v", msg)
+		}
+	})
+}
+
+// TestRealWakeWithoutChannelPermission: the node user may run PUBLISH, SUBSCRIBE and
+// UNSUBSCRIBE but has no channel at all (resetchannels). A release still counts as
+// confirmed (the PUBLISH inside release.lua is refused and dropped, which the ACL log shows),
+// the key is gone from every node, and a waiter of another Client, whose SUBSCRIBE is
+// refused too, still acquires by polling.
+func TestRealWakeWithoutChannelPermission(t *testing.T) {
+	const pw = "wakeSecret"
+	acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "resetchannels", "-@all"}, strings.Fields(aclCommands)...)
+	acl = append(acl, "+publish", "+subscribe", "+unsubscribe")
+	cluster := redisproc.StartT(t, 5, redisproc.Config{ExtraArgs: acl})
+	admin := cluster.ClientsT(t)
+	userClients := func() []redis.UniversalClient {
+		var cs []redis.UniversalClient
+		for _, a := range cluster.Addrs() {
+			rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
+			t.Cleanup(func() { rc.Close() })
+			cs = append(cs, rc)
+		}
+		return cs
+	}
+	ctx := ctxT(t, 30*time.Second)
+	a := newTestClient(t, userClients(), WithNodeTimeout(time.Second))
+	b := newTestClient(t, userClients(), WithNodeTimeout(time.Second), WithRetryDelay(100*time.Millisecond))
+	const key = "wake:noperm"
+	held, err := a.TryAcquire(ctx, key, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, 20*time.Second)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	waitFor(t, func() bool { return isWaiting(b, key) })
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("release by a user that may not publish: %v, want nil", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter did not acquire by polling: %v", err)
+	}
+	settle(a)
+	for i, rc := range admin {
+		if n, err := rc.Exists(ctx, key).Result(); err != nil || n != 0 {
+			t.Fatalf("node %d: key still there (exists %d, err %v)", i, n, err)
+		}
+		// The PUBLISH was tried and refused for its channel, not skipped.
+		entries, err := rc.ACLLog(ctx, 100).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		refused := slices.ContainsFunc(entries, func(e *redis.ACLLogEntry) bool {
+			return e.Reason == "channel" && e.Object == wakeChannel(key) && e.Username == "lock"
+		})
+		if !refused {
+			t.Fatalf("node %d: no refused channel access to %q in the ACL log: %+v", i, wakeChannel(key), entries)
+		}
+	}
+}
+
+// TestRealWakeSubscriptionsComeAndGo: keys get a subscription while they have waiters and
+// lose it a linger time after the last one left, on every node; Close with live
+// subscriptions ends every goroutine of the client and every subscription.
+func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 60*time.Second)
+	holder := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(time.Second))
+	channels := func() []string {
+		var all []string
+		for _, rc := range admin {
+			chs, err := rc.PubSubChannels(ctx, WakeChannelPrefix+"*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, chs...)
+		}
+		slices.Sort(all)
+		return all
+	}
+
+	ignore := goleak.IgnoreCurrent()
+	waiterClients := cluster.ClientsT(t)
+	c := newTestClient(t, waiterClients, WithNodeTimeout(time.Second), WithRetryDelay(time.Minute))
+	c.wake.linger = 50 * time.Millisecond
+	keys := []string{"wake:k1", "wake:k2", "wake:k3"}
+	for round := range 3 {
+		var locks []*Lock
+		for _, k := range keys {
+			l, err := holder.TryAcquire(ctx, k, 20*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			locks = append(locks, l)
+		}
+		done := make(chan error, 2*len(keys))
+		for _, k := range keys {
+			for range 2 { // two waiters per key: one subscription per key and node
+				go func() {
+					l, err := c.Acquire(ctx, k, 20*time.Second)
+					if err == nil {
+						err = l.Release(ctx)
+					}
+					done <- err
+				}()
+			}
+		}
+		waitFor(t, func() bool {
+			for _, k := range keys {
+				c.wait.mu.Lock()
+				n := len(c.wait.m[k])
+				c.wait.mu.Unlock()
+				if n != 2 || !slices.Equal(numSub(t, admin, k), []int64{1, 1, 1, 1, 1}) {
+					return false
+				}
+			}
+			return true
+		})
+		for _, l := range locks {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 2 * len(keys) {
+			if err := <-done; err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		waitFor(t, func() bool { return len(channels()) == 0 })
+		c.wake.mu.Lock()
+		left := len(c.wake.subs)
+		c.wake.mu.Unlock()
+		if left != 0 {
+			t.Fatalf("round %d: %d keys still registered after every waiter left", round, left)
+		}
+	}
+
+	// Close with waiters on two keys and their subscriptions live.
+	for _, k := range keys[:2] {
+		if _, err := holder.TryAcquire(ctx, k, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan error, 2)
+	for _, k := range keys[:2] {
+		go func() {
+			_, err := c.Acquire(ctx, k, 20*time.Second)
+			done <- err
+		}()
+	}
+	waitFor(t, func() bool {
+		return len(channels()) == 2*len(cluster.Nodes())
+	})
+	c.Close()
+	for range 2 {
+		if err := <-done; !errors.Is(err, ErrClosed) {
+			t.Fatalf("waiter after Close: %v, want ErrClosed", err)
+		}
+	}
+	for _, rc := range waiterClients {
+		rc.Close()
+	}
+	waitFor(t, func() bool { return len(channels()) == 0 })
+	goleak.VerifyNone(t, ignore, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+}
