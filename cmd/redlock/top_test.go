@@ -323,3 +323,23 @@ func TestDisplayKey(t *testing.T) {
 		}
 	}
 }
+
+// TestTopACLUser: an ACL user with the commands docs/operations.md lists for the library and
+// the CLI, plus +scan, can run top; without +scan the node's error says why.
+func TestTopACLUser(t *testing.T) {
+	t.Parallel()
+	const pw = "AclTopPW"
+	user := func(name string, extra ...string) []string {
+		return append(append([]string{"--user", name, "on", ">" + pw, "~*", "resetchannels", "-@all"}, strings.Fields(aclCommands)...), extra...)
+	}
+	cluster := redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: append(user("alice", "+scan"), user("bob")...)})
+	addr := cluster.Addrs()[0]
+	doc, raw := topJSON(t, exitOK, "--nodes", "redis://alice:"+pw+"@"+addr)
+	if doc.Answered != 1 || !doc.Nodes[0].Answered {
+		t.Errorf("alice (+scan): %s", raw)
+	}
+	code, out, errOut := runBin(t, nil, "top", "--once", "--json", "--nodes", "redis://bob:"+pw+"@"+addr)
+	if code != exitFail || !strings.Contains(out, "NOPERM") || strings.Contains(out+errOut, pw) {
+		t.Errorf("bob (no +scan): exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
