@@ -45,6 +45,7 @@ var commands = []command{
 	{name: "demo", summary: "replay the settlement story: a mutex vs redlock, a pause past the TTL, fencing tokens", run: runDemo},
 	{name: "exec", summary: "run a command while holding a lock; it gets the fencing token in $REDLOCK_TOKEN", run: runExec},
 	{name: "status", summary: "show who holds a lock on each node, its TTL and fence counter, and the next token", run: runStatus},
+	{name: "top", summary: "a live view of the locks held across the nodes: holders, TTL per node, next token, disagreements", run: runTop},
 	{name: "dev", summary: "run local Redis nodes in this process (no install needed) until interrupted", run: runDev},
 	{name: "lab", summary: "reproduce Redlock's failure modes on real redis-server nodes and show what fencing catches", run: runLab},
 }

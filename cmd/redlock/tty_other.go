@@ -7,3 +7,6 @@ func foregroundTTY() (int, bool) { return 0, false }
 
 // restoreForeground does nothing on this system.
 func restoreForeground(int) {}
+
+// terminalSize reports that stdout is not treated as a terminal on this system.
+func terminalSize(int) (rows, cols int, ok bool) { return 0, 0, false }

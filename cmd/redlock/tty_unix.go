@@ -32,3 +32,14 @@ func restoreForeground(fd int) {
 	pgrp := int32(syscall.Getpgrp())
 	_, _, _ = syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCSPGRP), uintptr(unsafe.Pointer(&pgrp)))
 }
+
+// terminalSize reports whether fd is a terminal, and its size in rows and columns (0 when
+// the terminal does not say, as a new pseudo-terminal does not).
+func terminalSize(fd int) (rows, cols int, ok bool) {
+	var ws struct{ row, col, xpixel, ypixel uint16 }
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCGWINSZ), uintptr(unsafe.Pointer(&ws)))
+	if errno != 0 {
+		return 0, 0, false
+	}
+	return int(ws.row), int(ws.col), true
+}

@@ -1,0 +1,554 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/quorumlock/redlock"
+	"github.com/redis/go-redis/v9"
+)
+
+const topAbout = `
+A live view of the locks on the nodes. Every --interval it scans each node for fence
+counters (keys starting with redlock:fence:, at most --limit per node), derives the lock
+key of each, reads every key on every node as 'redlock status' does, and prints a table:
+per lock its state, its holder (first 8 hex digits), on how many nodes that holder has its
+key, how long it keeps a quorum without renewing, the next token, and the remaining TTL on
+each node. A row marked '!' is a lock the nodes disagree about: a holder present on fewer
+than a quorum of nodes (a different holder on some node, an acquire half done, or keys
+expiring). Only locks with a key on some node are shown; --all shows free ones too (fence
+counters outlive their locks by days).
+
+Locks taken by a library client made WithoutFencing have no fence counter and are not
+found.
+
+On a terminal the table is redrawn in place until Ctrl-C. With --once, or when stdout is
+not a terminal, one snapshot is printed. --json prints one JSON document per line per
+refresh (one with --once); see docs/cli.md for the fields.
+
+Exit status: 0 after Ctrl-C or SIGTERM, or, for one snapshot, when a quorum of nodes
+answered the scan; 1 for one snapshot that fewer answered (it is still printed, and one line
+on stderr says so); 2 for a bad command line; 130 when interrupted before one snapshot
+was printed.`
+
+// topScanCount is the COUNT hint of top's SCANs: how many keys a node examines per call.
+const topScanCount = 250
+
+// topWorkers bounds how many Status reads of one refresh are in flight at once; the
+// library batches them into pipelines per node.
+const topWorkers = 16
+
+// topKeyWidth is how many bytes of a key the table shows before shortening it.
+const topKeyWidth = 40
+
+type topConfig struct {
+	interval time.Duration
+	limit    int
+	match    string
+	all      bool
+	asJSON   bool
+	live     bool
+	color    bool // stdout is a terminal: disagreements in colour, the screen redrawn
+	rows     int  // the terminal's size, 0 when unknown
+	cols     int
+}
+
+func runTop(ctx context.Context, e *env, args []string) error {
+	fs := newFlagSet("top", "[flags]", topAbout)
+	nodesFlag := fs.String("nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
+	interval := durationFlag(time.Second)
+	fs.Var(&interval, "interval", "`D` between refreshes (default 1s)")
+	limit := fs.Int("limit", 1000, "at most `N` fence counters examined per node and N locks listed per refresh")
+	match := fs.String("match", "", "show only lock keys matching this Redis `GLOB` (as KEYS and SCAN MATCH: * ? [a-z] \\)")
+	all := fs.Bool("all", false, "also show free locks (a counter but no key on any node)")
+	asJSON := fs.Bool("json", false, "print one JSON document per refresh instead of the table")
+	once := fs.Bool("once", false, "print one snapshot and exit")
+	nodeTimeout := fs.Duration("node-timeout", statusNodeTimeout, "how long to wait for each node, per call")
+	amnesia := fs.Int("amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
+	var tlsf tlsFlags
+	tlsf.register(fs)
+	if err := parseFlags(fs, e, args); err != nil {
+		return err
+	}
+	switch {
+	case time.Duration(interval) <= 0:
+		return usageErrorf("top: --interval %v must be positive", time.Duration(interval))
+	case *limit <= 0:
+		return usageErrorf("top: --limit %d must be at least 1", *limit)
+	case *nodeTimeout <= 0:
+		return usageErrorf("top: --node-timeout %v must be positive", *nodeTimeout)
+	}
+	urls, _, err := realNodes(e, "top", *nodesFlag)
+	if err != nil {
+		return err
+	}
+	if err := tlsf.apply("top", urls); err != nil {
+		return err
+	}
+	clients := dialNodes(urls)
+	defer closeClients(clients)
+	c, err := redlock.New(clients, redlock.WithNodeTimeout(*nodeTimeout), redlock.WithAmnesiaTolerance(*amnesia))
+	if err != nil {
+		return usageErrorf("top: %s", bare(err))
+	}
+	defer c.Close()
+
+	cfg := topConfig{interval: time.Duration(interval), limit: *limit, match: *match, all: *all, asJSON: *asJSON}
+	if f, ok := e.stdout.(*os.File); ok {
+		cfg.rows, cfg.cols, cfg.color = terminalSize(int(f.Fd()))
+	}
+	cfg.live = !*once && (cfg.asJSON || cfg.color)
+	addrs := make([]string, len(urls))
+	for i, u := range urls {
+		addrs[i] = u.opts.Addr
+	}
+	t := &topper{c: c, clients: clients, addrs: addrs, nodeTimeout: *nodeTimeout, cfg: cfg}
+	for {
+		snap, err := t.snapshot(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				if cfg.live {
+					return nil // Ctrl-C or SIGTERM: the way to leave the live view
+				}
+				return &exitError{code: 128 + 2}
+			}
+			return fmt.Errorf("top: %s", bare(err))
+		}
+		if err := t.render(e.stdout, snap); err != nil {
+			return fmt.Errorf("top: %w", err)
+		}
+		if !cfg.live {
+			if snap.answered < snap.quorum {
+				return fmt.Errorf("top: only %d of %d nodes answered the scan, quorum is %d: locks may be missing%s",
+					snap.answered, len(snap.nodes), snap.quorum, snap.firstFailure())
+			}
+			return nil
+		}
+		timer := time.NewTimer(cfg.interval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+// topper takes and prints top's snapshots.
+type topper struct {
+	c           *redlock.Client
+	clients     []redis.UniversalClient
+	addrs       []string
+	nodeTimeout time.Duration
+	cfg         topConfig
+}
+
+// topNode is what one node's scan found.
+type topNode struct {
+	err       error // nil when the scan answered
+	examined  int   // counter names returned by SCAN
+	truncated bool  // the scan stopped at --limit with names left
+}
+
+// topSnap is one refresh.
+type topSnap struct {
+	at         time.Time
+	quorum     int
+	nodes      []topNode
+	answered   int               // nodes whose scan answered
+	found      int               // distinct lock keys found, after --match
+	truncated  bool              // a node's scan or the list of keys stopped at --limit
+	locks      []*redlock.Status // the locks shown, by key
+	hiddenFree int               // free locks found but not shown (without --all)
+}
+
+func (s *topSnap) firstFailure() string {
+	for i, n := range s.nodes {
+		if n.err != nil {
+			return fmt.Sprintf("; node %d: %s", i, tlsHint(oneLine(n.err.Error())))
+		}
+	}
+	return ""
+}
+
+// snapshot scans every node for fence counters, derives their lock keys, and reads each
+// key's status on every node. It returns an error only when ctx ends or the client is
+// closed; a node that fails has its error in the snapshot.
+func (t *topper) snapshot(ctx context.Context) (*topSnap, error) {
+	snap := &topSnap{at: time.Now(), quorum: t.c.Quorum(), nodes: make([]topNode, len(t.clients))}
+	keys := make([][]string, len(t.clients))
+	var wg sync.WaitGroup
+	for i, cl := range t.clients {
+		wg.Go(func() { keys[i], snap.nodes[i] = t.scan(ctx, cl) })
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var all []string
+	for i, ks := range keys {
+		if snap.nodes[i].err == nil {
+			snap.answered++
+		}
+		snap.truncated = snap.truncated || snap.nodes[i].truncated
+		for _, k := range ks {
+			if !seen[k] && (t.cfg.match == "" || redisGlob(t.cfg.match, k)) {
+				seen[k] = true
+				all = append(all, k)
+			}
+		}
+	}
+	slices.Sort(all)
+	snap.found = len(all)
+	if len(all) > t.cfg.limit {
+		all, snap.truncated = all[:t.cfg.limit], true
+	}
+
+	sts := make([]*redlock.Status, len(all))
+	errs := make([]error, len(all))
+	next := make(chan int)
+	for range min(topWorkers, len(all)) {
+		wg.Go(func() {
+			for i := range next {
+				sts[i], errs[i] = t.c.Status(ctx, all[i])
+			}
+		})
+	}
+	for i := range all {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+		if t.cfg.all || present(sts[i]) {
+			snap.locks = append(snap.locks, sts[i])
+		} else {
+			snap.hiddenFree++
+		}
+	}
+	return snap, nil
+}
+
+// scan returns the lock keys of the fence counters on one node, at most --limit names
+// examined, each SCAN call bounded by the node timeout.
+func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) ([]string, topNode) {
+	var n topNode
+	var keys []string
+	var cursor uint64
+	for {
+		cctx, cancel := context.WithTimeout(ctx, t.nodeTimeout)
+		names, next, err := cl.Scan(cctx, cursor, redlock.FencePrefix+"*", topScanCount).Result()
+		cancel()
+		if err != nil {
+			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				err = fmt.Errorf("no reply to SCAN within %v", t.nodeTimeout)
+			}
+			n.err = err
+			return keys, n
+		}
+		for _, name := range names {
+			if n.examined == t.cfg.limit {
+				n.truncated = true
+				return keys, n
+			}
+			n.examined++
+			if k, ok := redlock.LockKeyOfCounter(name); ok {
+				keys = append(keys, k)
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return keys, n
+		}
+		if n.examined == t.cfg.limit {
+			n.truncated = true
+			return keys, n
+		}
+	}
+}
+
+// present reports whether some node that answered has a key for the lock.
+func present(st *redlock.Status) bool {
+	for _, ns := range st.Nodes {
+		if ns.Err == nil && ns.Holder != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// topView is what top derives from one lock's status.
+type topView struct {
+	state    string // "held", "partial", "free" or "unknown"
+	disagree bool   // some holder has its key on fewer than a quorum of nodes
+	holder   string // the quorum holder, else the holder on the most nodes ("" for none)
+	on       int    // how many nodes have holder's key
+}
+
+func viewOf(st *redlock.Status) topView {
+	counts := map[string]int{}
+	for _, ns := range st.Nodes {
+		if ns.Err == nil && ns.Holder != "" {
+			counts[ns.Holder]++
+		}
+	}
+	var v topView
+	for h, k := range counts {
+		if k < st.Quorum {
+			v.disagree = true
+		}
+		if k > v.on || (k == v.on && h < v.holder) {
+			v.holder, v.on = h, k
+		}
+	}
+	switch {
+	case answered(st) < st.Quorum:
+		v.state = "unknown"
+	case st.HeldByQuorum():
+		v.state = "held"
+	case len(counts) > 0:
+		v.state = "partial"
+	default:
+		v.state = "free"
+	}
+	return v
+}
+
+func (t *topper) render(w io.Writer, s *topSnap) error {
+	if t.cfg.asJSON {
+		return writeTopJSON(w, s, t.addrs)
+	}
+	var b bytes.Buffer
+	t.writeTable(&b, s)
+	if !t.cfg.live {
+		_, err := w.Write(b.Bytes())
+		return err
+	}
+	// Redraw in place: home, each line cleared to its end, the rest of the screen cleared.
+	var screen strings.Builder
+	screen.WriteString("\x1b[H")
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for _, line := range lines {
+		screen.WriteString(line)
+		screen.WriteString("\x1b[K\n")
+	}
+	screen.WriteString("\x1b[J")
+	_, err := io.WriteString(w, screen.String())
+	return err
+}
+
+// writeTable prints the snapshot as text. On a terminal, rows that do not fit are counted
+// instead of shown, lines are cut at its width, and disagreements are in bold red.
+func (t *topper) writeTable(w io.Writer, s *topSnap) {
+	var head []string
+	head = append(head, fmt.Sprintf("redlock top  %s  %d nodes, quorum %d%s", s.at.Format("15:04:05"), len(s.nodes), s.quorum, t.liveNote()))
+	line := fmt.Sprintf("nodes: %d of %d answered", s.answered, len(s.nodes))
+	for i, n := range s.nodes {
+		if n.err != nil {
+			line += fmt.Sprintf("; node %d (%s): %s", i, t.addrs[i], tlsHint(oneLine(n.err.Error())))
+		}
+	}
+	if s.answered < s.quorum {
+		line += "; FEWER THAN A QUORUM: locks may be missing"
+	}
+	head = append(head, line)
+	line = fmt.Sprintf("locks: %d shown of %d found", len(s.locks), s.found)
+	if s.hiddenFree > 0 {
+		line += fmt.Sprintf(", %d free not shown (--all shows them)", s.hiddenFree)
+	}
+	disagree := 0
+	for _, st := range s.locks {
+		if viewOf(st).disagree {
+			disagree++
+		}
+	}
+	if disagree > 0 {
+		line += fmt.Sprintf(", %d the nodes disagree about (!)", disagree)
+	}
+	if s.truncated {
+		line += fmt.Sprintf("; stopped at --limit %d: narrow with --match or raise --limit", t.cfg.limit)
+	}
+	head = append(head, line, "")
+
+	locks := s.locks
+	more := 0
+	if t.cfg.live && t.cfg.rows > 0 {
+		room := max(t.cfg.rows-len(head)-2, 0) // the column titles and the "more" line
+		if len(locks) > room {
+			locks, more = locks[:room], len(locks)-room
+		}
+	}
+	var tb bytes.Buffer
+	tw := newTable(&tb)
+	titles := "\tkey\tstate\tholder\ton\tttl\tnext token"
+	for i := range s.nodes {
+		titles += "\tn" + strconv.Itoa(i)
+	}
+	fmt.Fprintln(tw, titles)
+	var marks []bool
+	for _, st := range locks {
+		v := viewOf(st)
+		mark := ""
+		if v.disagree {
+			mark = "!"
+		}
+		ttl, next := "-", "?"
+		if st.HeldByQuorum() {
+			ttl = fmtTTL(quorumTTL(st))
+		}
+		if st.NextTokenAtLeast != 0 {
+			next = st.NextTokenAtLeast.String()
+		}
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d/%d\t%s\t%s", mark, displayKey(st.Key), v.state, shortID(v.holder), v.on, len(st.Nodes), ttl, next)
+		for _, ns := range st.Nodes {
+			row += "\t" + nodeCell(ns, v.holder)
+		}
+		fmt.Fprintln(tw, row)
+		marks = append(marks, v.disagree)
+	}
+	_ = tw.Flush()
+	for _, l := range head {
+		fmt.Fprintln(w, t.cut(l))
+	}
+	for i, l := range strings.Split(strings.TrimSuffix(tb.String(), "\n"), "\n") {
+		l = t.cut(strings.TrimRight(l, " "))
+		if i > 0 && marks[i-1] && t.cfg.color {
+			l = "\x1b[1;31m" + l + "\x1b[0m"
+		}
+		fmt.Fprintln(w, l)
+	}
+	if more > 0 {
+		fmt.Fprintln(w, t.cut(fmt.Sprintf("... %d more locks (a taller terminal, --match or --json shows them)", more)))
+	}
+	if len(s.locks) == 0 {
+		fmt.Fprintln(w, "(no locks held)")
+	}
+}
+
+func (t *topper) liveNote() string {
+	if !t.cfg.live {
+		return ""
+	}
+	return fmt.Sprintf("  every %v, Ctrl-C quits", t.cfg.interval)
+}
+
+// cut shortens a line to the terminal's width, when known.
+func (t *topper) cut(l string) string {
+	if !t.cfg.live || t.cfg.cols <= 0 || utf8.RuneCountInString(l) <= t.cfg.cols {
+		return l
+	}
+	return string([]rune(l)[:t.cfg.cols])
+}
+
+// nodeCell is one node's cell in a lock's row: the remaining TTL of holder's key, "-" when
+// the node has no key, "?" when it did not answer, and "!ID TTL" for another holder's key.
+func nodeCell(ns redlock.NodeStatus, holder string) string {
+	switch {
+	case ns.Err != nil:
+		return "?"
+	case ns.Holder == "":
+		return "-"
+	case ns.Holder == holder:
+		return fmtTTL(ns.TTL)
+	}
+	return "!" + shortID(ns.Holder) + " " + fmtTTL(ns.TTL)
+}
+
+// displayKey quotes a key for the table, Go-style, so that control characters, invalid
+// UTF-8 and spaces show as escapes and can neither move the cursor nor be mistaken for
+// column breaks; a key longer than topKeyWidth bytes is cut and its length added.
+func displayKey(k string) string {
+	if len(k) <= topKeyWidth {
+		return strconv.Quote(k)
+	}
+	cut := topKeyWidth
+	for cut > 0 && !utf8.RuneStart(k[cut]) {
+		cut--
+	}
+	q := strconv.Quote(k[:cut])
+	return fmt.Sprintf("%s...\"(%d bytes)", q[:len(q)-1], len(k))
+}
+
+// topDoc is one --json document. Its fields are documented in docs/cli.md; keep them stable.
+type topDoc struct {
+	Time       string       `json:"time"` // RFC 3339, milliseconds
+	Quorum     int          `json:"quorum"`
+	Total      int          `json:"total"`
+	Answered   int          `json:"answered"`
+	Nodes      []topNodeDoc `json:"nodes"`
+	Found      int          `json:"found"`
+	Truncated  bool         `json:"truncated"`
+	HiddenFree int          `json:"hidden_free"`
+	Locks      []topLockDoc `json:"locks"`
+}
+
+type topNodeDoc struct {
+	Node      int    `json:"node"`
+	Addr      string `json:"addr"`
+	Answered  bool   `json:"answered"`
+	Error     string `json:"error"`
+	Examined  int    `json:"examined"`
+	Truncated bool   `json:"truncated"`
+}
+
+type topLockDoc struct {
+	Key              string          `json:"key"`
+	KeyBase64        string          `json:"key_base64"`
+	State            string          `json:"state"`
+	Disagree         bool            `json:"disagree"`
+	Holder           string          `json:"holder"`
+	HolderNodes      int             `json:"holder_nodes"`
+	Quorum           bool            `json:"quorum"`
+	TTLMillis        int64           `json:"ttl_ms"`
+	NextTokenAtLeast uint64          `json:"next_token_at_least"`
+	Nodes            []nodeStatusDoc `json:"nodes"`
+}
+
+func writeTopJSON(w io.Writer, s *topSnap, addrs []string) error {
+	doc := topDoc{
+		Time: s.at.UTC().Format("2006-01-02T15:04:05.000Z07:00"), Quorum: s.quorum, Total: len(s.nodes), Answered: s.answered,
+		Nodes: make([]topNodeDoc, 0, len(s.nodes)), Found: s.found, Truncated: s.truncated, HiddenFree: s.hiddenFree,
+		Locks: make([]topLockDoc, 0, len(s.locks)),
+	}
+	for i, n := range s.nodes {
+		nd := topNodeDoc{Node: i, Addr: addrs[i], Answered: n.err == nil, Examined: n.examined, Truncated: n.truncated}
+		if n.err != nil {
+			nd.Error = oneLine(n.err.Error())
+		}
+		doc.Nodes = append(doc.Nodes, nd)
+	}
+	for _, st := range s.locks {
+		v := viewOf(st)
+		ld := topLockDoc{
+			Key: st.Key, KeyBase64: base64.StdEncoding.EncodeToString([]byte(st.Key)), State: v.state, Disagree: v.disagree,
+			Holder: v.holder, HolderNodes: v.on, Quorum: st.HeldByQuorum(), TTLMillis: quorumTTL(st).Milliseconds(),
+			NextTokenAtLeast: uint64(st.NextTokenAtLeast), Nodes: make([]nodeStatusDoc, 0, len(st.Nodes)),
+		}
+		for _, ns := range st.Nodes {
+			nd := nodeStatusDoc{Node: ns.Node, Addr: ns.Addr, Answered: ns.Err == nil}
+			if ns.Err != nil {
+				nd.Error = nodeErrText(ns.Err)
+			} else {
+				nd.Holder, nd.TTLMillis, nd.Counter = ns.Holder, ns.TTL.Milliseconds(), uint64(ns.Counter)
+			}
+			ld.Nodes = append(ld.Nodes, nd)
+		}
+		doc.Locks = append(doc.Locks, ld)
+	}
+	return json.NewEncoder(w).Encode(doc) // one line per document
+}
