@@ -24,7 +24,7 @@ const clusterPoll = 20 * time.Millisecond
 // 127.0.0.1 port and in its own directory, as Start does. The 16384 hash slots are split
 // into contiguous ranges, shard i owning [SlotRange(shards, i)], the nodes are introduced
 // to each other with CLUSTER MEET, and StartRedisCluster returns once every node reports
-// cluster_state:ok, knows every other node and shows the same slot map (CLUSTER SLOTS).
+// cluster_state:ok, knows every other node and shows the same slot map (CLUSTER SHARDS).
 // ctx bounds only the start-up. On failure every process started is stopped.
 //
 // cfg is used as for Start; "--cluster-enabled yes" and the node's own cluster config
@@ -112,7 +112,7 @@ func formCluster(ctx context.Context, c *Cluster) error {
 	want := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
 		first, last := SlotRange(len(c.nodes), i)
-		want[i] = fmt.Sprintf("%d-%d@%s", first, last, n.Addr())
+		want[i] = fmt.Sprintf("%05d-%05d@%s", first, last, n.Addr())
 	}
 	ticker := time.NewTicker(clusterPoll)
 	defer ticker.Stop()
@@ -130,7 +130,8 @@ func formCluster(ctx context.Context, c *Cluster) error {
 }
 
 // clusterAgrees returns nil when every node reports cluster_state:ok, knows all the nodes
-// and shows the slot map want (one "first-last@addr" per range, sorted by first slot).
+// and shows the slot map want in CLUSTER SHARDS (one "first-last@addr" per range, with
+// zero-padded slots, sorted, the address that of an online master).
 func clusterAgrees(ctx context.Context, clients []*redis.Client, want []string) error {
 	for i, rc := range clients {
 		info, err := rc.ClusterInfo(ctx).Result()
@@ -143,18 +144,23 @@ func clusterAgrees(ctx context.Context, clients []*redis.Client, want []string) 
 		if v := infoField(info, "cluster_known_nodes"); v != strconv.Itoa(len(clients)) {
 			return fmt.Errorf("shard %d: cluster_known_nodes:%s, want %d", i, v, len(clients))
 		}
-		slots, err := rc.ClusterSlots(ctx).Result()
+		shards, err := rc.ClusterShards(ctx).Result()
 		if err != nil {
-			return fmt.Errorf("shard %d: CLUSTER SLOTS: %w", i, err)
+			return fmt.Errorf("shard %d: CLUSTER SHARDS: %w", i, err)
 		}
 		var got []string
-		slices.SortFunc(slots, func(a, b redis.ClusterSlot) int { return a.Start - b.Start })
-		for _, s := range slots {
-			if len(s.Nodes) == 0 {
-				return fmt.Errorf("shard %d: slots %d-%d have no node", i, s.Start, s.End)
+		for _, sh := range shards {
+			var master string
+			for _, n := range sh.Nodes {
+				if n.Role == "master" && n.Health == "online" {
+					master = net.JoinHostPort(n.IP, strconv.FormatInt(n.Port, 10))
+				}
 			}
-			got = append(got, fmt.Sprintf("%d-%d@%s", s.Start, s.End, s.Nodes[0].Addr))
+			for _, r := range sh.Slots {
+				got = append(got, fmt.Sprintf("%05d-%05d@%s", r.Start, r.End, master))
+			}
 		}
+		slices.Sort(got) // by first slot: the numbers are zero-padded
 		if !slices.Equal(got, want) {
 			return fmt.Errorf("shard %d: slot map %v, want %v", i, got, want)
 		}
