@@ -154,13 +154,19 @@ func (s *clusterSetup) checkOnShard(t *testing.T, ctx context.Context, i int, ke
 }
 
 // TestRealClusterNodes runs the library on five nodes: three are *redis.ClusterClient
-// nodes, each its own 3-shard Redis Cluster, and two are plain servers. The quorum is 3, so
-// no operation can succeed on the plain nodes alone; and each subtest also inspects the
+// nodes, each its own 3-shard Redis Cluster, and two are plain servers. The amnesia
+// tolerance of 3 makes the quorum all five, so every acquire that succeeds has the acquire
+// script (and raise.lua, where counters disagree) succeed on every cluster node, and the
+// counter equals the token on each of them; with a majority quorum a node outside the
+// deciding quorum may legitimately keep a lower counter. Each subtest also inspects the
 // shards directly.
 func TestRealClusterNodes(t *testing.T) {
 	s := startClusterSetup(t, 3, 2)
 	ctx := ctxT(t, 2*time.Minute)
-	c := newTestClient(t, s.nodes, WithNodeTimeout(2*time.Second), WithRetryDelay(5*time.Millisecond))
+	c := newTestClient(t, s.nodes, WithAmnesiaTolerance(3), WithNodeTimeout(2*time.Second), WithRetryDelay(5*time.Millisecond))
+	if c.quorum != len(s.nodes) {
+		t.Fatalf("quorum %d, want all %d nodes", c.quorum, len(s.nodes))
+	}
 
 	// One key of every layout slotKey knows. naive is the counter name a library without
 	// the slot rule would use ("redlock:fence:" + the key, without its braces when the key
@@ -338,9 +344,10 @@ func TestRealClusterNodes(t *testing.T) {
 
 	t.Run("redisfence", func(t *testing.T) {
 		// The store is a Redis Cluster too; its token key must sit on the data key's shard.
-		const key = "ledger:7"
+		// (The store here is the first cluster node, so the data key must not be the lock key.)
+		const lockKey, key = "ledger:7", "balance:7"
 		f := NewRedisFence(s.nodes[0])
-		l, err := c.Acquire(ctx, key, 10*time.Second)
+		l, err := c.Acquire(ctx, lockKey, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -363,7 +370,7 @@ func TestRealClusterNodes(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		l2, err := c.Acquire(ctx, key, 10*time.Second)
+		l2, err := c.Acquire(ctx, lockKey, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
