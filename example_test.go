@@ -267,3 +267,49 @@ func ExampleLock_Context() {
 	// nested hold, token true
 	// done: <nil>
 }
+
+// A node of the quorum may itself be a Redis Cluster: pass one *redis.ClusterClient per
+// cluster, beside plain clients. Each fence counter lives in its lock key's hash slot, so
+// every key works on such a node; a multi-key lock needs its keys in one slot, which a
+// shared hash tag gives. (Here an in-process server that answers CLUSTER SLOTS as a
+// one-shard cluster stands in for a real cluster; the tests run real 3-shard ones.)
+func ExampleNew_cluster() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}})
+	defer cluster.Close()
+	nodes[0] = cluster // one ClusterClient is one node of the quorum
+
+	c, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	lock, err := c.Acquire(ctx, "payout:7", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("held payout:7, token > 0:", lock.Token() > 0)
+	_ = lock.Release(ctx)
+
+	both, err := c.TryAcquireMulti(ctx, []string{"{acct:9}:debit", "{acct:9}:credit"}, 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("held", both.Keys())
+	_ = both.Release(ctx)
+
+	_, err = c.TryAcquireMulti(ctx, []string{"acct:9:debit", "acct:9:credit"}, 10*time.Second)
+	fmt.Println("keys in two slots:", errors.Is(err, redlock.ErrInvalidArgument))
+	// Output:
+	// held payout:7, token > 0: true
+	// held [{acct:9}:debit {acct:9}:credit]
+	// keys in two slots: true
+}

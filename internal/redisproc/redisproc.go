@@ -1,14 +1,16 @@
 // Package redisproc starts and controls real redis-server processes.
 //
 // It is meant for integration tests and for fault-injection tools: every
-// node of a Cluster is an independent redis-server (no replication, no
-// Redis Cluster mode) listening on its own loopback port and working in its
-// own temporary directory. Nodes can be killed, restarted on the same port
-// (with or without their data), and paused with SIGSTOP to simulate a hung
-// server.
+// node of a Cluster started by Start is an independent redis-server (no
+// replication, no Redis Cluster mode) listening on its own loopback port and
+// working in its own temporary directory. StartRedisCluster instead makes the
+// nodes the shards of one Redis Cluster (cluster mode, masters only). Nodes
+// can be killed, restarted on the same port (with or without their data), and
+// paused with SIGSTOP to simulate a hung server.
 //
 // The core API does not depend on package testing; the helpers in
-// testing.go (Require, StartT, Cluster.ClientsT) wrap it for tests.
+// testing.go (Require, StartT, StartRedisClusterT, Cluster.ClientsT,
+// Cluster.ClusterClientT) wrap it for tests.
 package redisproc
 
 import (
@@ -39,8 +41,9 @@ type Config struct {
 // Cluster is a set of independent redis-server processes started by Start.
 // Its methods are safe for concurrent use.
 type Cluster struct {
-	root  string
-	nodes []*Node
+	root   string
+	nodes  []*Node
+	shards int // > 0 when the nodes form one Redis Cluster (StartRedisCluster)
 
 	closeOnce sync.Once
 	closeErr  error

@@ -70,3 +70,39 @@ func (c *Cluster) ClientsT(tb testing.TB) []redis.UniversalClient {
 	}
 	return clients
 }
+
+// StartRedisClusterT starts one Redis Cluster of the given number of shards for a test,
+// as StartRedisCluster does, and stops it in tb.Cleanup. It skips or fails the test as
+// Require does when redis-server is missing (unless cfg.Binary is set), bounds the
+// start-up to 20 seconds, and fails the test if the cluster cannot be formed.
+func StartRedisClusterT(tb testing.TB, shards int, cfg Config) *Cluster {
+	tb.Helper()
+	if cfg.Binary == "" {
+		cfg.Binary = Require(tb)
+	}
+	ctx, cancel := context.WithTimeout(tb.Context(), startTimeout)
+	defer cancel()
+	c, err := StartRedisCluster(ctx, shards, cfg)
+	if err != nil {
+		tb.Fatalf("start Redis Cluster: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			tb.Errorf("close Redis Cluster: %v", err)
+		}
+	})
+	return c
+}
+
+// ClusterClientT returns a go-redis client of the whole Redis Cluster (see
+// Cluster.ClusterClient) and closes it in tb.Cleanup. It fails the test for a Cluster of
+// independent nodes.
+func (c *Cluster) ClusterClientT(tb testing.TB) *redis.ClusterClient {
+	tb.Helper()
+	cc, err := c.ClusterClient()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cc.Close() })
+	return cc
+}
