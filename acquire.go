@@ -33,6 +33,7 @@ type attempt struct {
 	returned []bool   // the acquire call's real fate is known: answered, or never written
 	mayHold  []bool   // our keys may be on the node: set, resent, or an error hid the answer
 	one      [1]int64 // a single key's counter, decoded without an allocation
+	tokens   [1]Token // a single key's token, decided without an allocation
 
 	obs    Observer        // nil without WithObserver
 	ctx    context.Context // the acquire's context, for the observer's events
@@ -167,7 +168,7 @@ func (a *attempt) observe(out Outcome, now time.Time) {
 // key cannot get one. It sends the raises the tallies ask for.
 func (a *attempt) decide() (verdict, []Token) {
 	v := won
-	var tokens []Token
+	tokens := a.tokens[:0]
 	for k, t := range a.tallies {
 		kv, token, raise := t.decide()
 		for _, i := range raise {
@@ -194,6 +195,10 @@ func (a *attempt) decide() (verdict, []Token) {
 func (a *attempt) lock(tokens []Token, now time.Time) *Lock {
 	l := &Lock{c: a.c, set: a.set, key: a.set.keys[0], id: a.id, ttl: a.ttl,
 		token: tokens[0], tokens: tokens, until: a.validityEnd, last: a.acq, granted: now}
+	if len(tokens) == 1 {
+		l.one[0] = tokens[0]
+		l.tokens = l.one[:] // the decision's slice is not kept
+	}
 	a.c.remember(l)
 	return l
 }

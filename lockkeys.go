@@ -26,7 +26,9 @@ func newLockKeys(keys ...string) (lockKeys, error) {
 	case len(keys) > MaxMultiKeys:
 		return lockKeys{}, invalidf("%d keys, more than MaxMultiKeys (%d)", len(keys), MaxMultiKeys)
 	}
-	set := lockKeys{keys: keys, fences: make([]string, len(keys))}
+	names := make([]string, 2*len(keys)) // the keys, then their counters: one allocation
+	copy(names, keys)
+	set := lockKeys{keys: names[:len(keys):len(keys)], fences: names[len(keys):]}
 	var seen map[string]bool
 	if len(keys) > 1 {
 		seen = make(map[string]bool, len(keys))

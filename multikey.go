@@ -80,7 +80,7 @@ func (c *Client) multiArgs(ctx context.Context, keys []string, ttl time.Duration
 	if ctx == nil {
 		return 0, lockKeys{}, invalidf("context is nil")
 	}
-	set, err := newLockKeys(slices.Clone(keys)...)
+	set, err := newLockKeys(keys...) // copies keys: the caller's slice is not kept
 	if err != nil {
 		return 0, lockKeys{}, err
 	}

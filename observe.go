@@ -172,9 +172,6 @@ func outcomeOf(err error) Outcome {
 	return OutcomeError
 }
 
-// observing returns the Client's observer, nil when there is none.
-func (c *Client) observing() Observer { return c.cfg.observer }
-
 // startOp calls the observer's Start, if there is one, and returns the context for the
 // operation's events and a function that ends it (never nil).
 func (c *Client) startOp(ctx context.Context, op Op) (context.Context, func(End)) {

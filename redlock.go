@@ -454,6 +454,7 @@ type Lock struct {
 	tokens  []Token       // per key of set
 	outer   *Lock         // a joined hold (reentrant.go): the hold it joined; nil otherwise
 	granted time.Time     // when the acquire returned, for the observer's hold time
+	one     [1]Token      // tokens of a single-key lock, without an allocation of their own
 
 	mu sync.Mutex
 	// last holds, per node, the last call that may have set our keys there: the acquire,
@@ -697,7 +698,11 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 	// The script announces the release on the keys' wake-up channels for the waiters of other
 	// processes (lua/release.lua, lua/release_multi.lua).
 	o := l.c.newQuorumOp(ctx, "release", l.set, nil)
-	o.after, o.cmd, o.release = l.lastCalls(), l.set.releaseCommand(l.id, !l.c.cfg.noWakeups), true
+	// No copy of last: no heal changes it while a release is in flight (heal.go).
+	l.mu.Lock()
+	after := l.last
+	l.mu.Unlock()
+	o.after, o.cmd, o.release = after, l.set.releaseCommand(l.id, !l.c.cfg.noWakeups), true
 	err := l.c.runQuorumOp(waitCtx, o, nil)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())

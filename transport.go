@@ -90,8 +90,8 @@ type call struct {
 	final bool    // its real fate is known: answered, or never written
 	next  []*call // to enqueue once final (per-node ordering after this call)
 
-	overdue atomic.Bool  // a timeout was reported before it was written (waiting behind a call)
-	written atomic.Int64 // when its batch was written, in Unix ns; set only for an Observer
+	overdue atomic.Bool     // a timeout was reported before it was written (waiting behind a call)
+	written atomic.Int64    // when its batch was written, in Unix ns; set only for an Observer
 	rel     *pendingRelease // a release or undo: its entry in the client's pendingReleases
 }
 

@@ -29,8 +29,15 @@ type waitQueues struct {
 	// sets maps a key to the multi-key sets (their waitKey) that have waiters and contain
 	// it, with their waiter counts: a release of the key wakes those sets' heads too.
 	sets   map[string]map[string]int
-	closed bool                 // the client is closed: every waiter goes now (and fails)
-	done   chan struct{}        // closed with closed; made on first use
+	closed bool          // the client is closed: every waiter goes now (and fails)
+	done   chan struct{} // closed with closed; made on first use
+}
+
+// isClosed reports whether the client has closed.
+func (q *waitQueues) isClosed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed
 }
 
 // closing returns a channel that is closed once the client closes.
@@ -227,6 +234,7 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, w *waiter, pause ti
 		isHead, kicked := c.wait.head(key, w)
 		if kicked {
 			w.woken = true
+			c.observeWakeUp(ctx, set)
 			return nil
 		}
 		if !isHead {
@@ -244,6 +252,7 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, w *waiter, pause ti
 		}
 		if c.heardSince(set, w.mark) {
 			w.woken = true
+			c.observeWakeUp(ctx, set)
 			return nil
 		}
 		if deadline.IsZero() {
@@ -265,5 +274,12 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, w *waiter, pause ti
 			t.Stop()
 			return ctx.Err()
 		}
+	}
+}
+
+// observeWakeUp tells the observer, if any, that a waiter of set was woken by a release.
+func (c *Client) observeWakeUp(ctx context.Context, set lockKeys) {
+	if o := c.cfg.observer; o != nil && !c.wait.isClosed() {
+		o.Event(ctx, Event{Kind: EventWakeUp, Keys: set.keys})
 	}
 }
