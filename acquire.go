@@ -44,7 +44,7 @@ type attempt struct {
 // attempt's calls can produce, so it never blocks. The observer hears of every call's first
 // outcome here, also of those that come after the attempt was decided.
 func (a *attempt) deliver(ev event) {
-	if a.obs != nil && ev.out != late {
+	if a.obs != nil && firstOutcome(ev) {
 		a.observeNode(ev)
 	}
 	a.events <- ev
@@ -386,7 +386,7 @@ type undoLog struct {
 }
 
 func (u *undoLog) deliver(ev event) {
-	if u.obs != nil && ev.out != late {
+	if u.obs != nil && firstOutcome(ev) {
 		u.c.observeNode(u.obs, u.ctx, OpUndo, ev, ev.err == nil && ev.val == 1)
 	}
 	if ev.final() && ev.err != nil {

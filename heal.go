@@ -55,7 +55,7 @@ type healLog struct {
 }
 
 func (h healLog) deliver(ev event) {
-	if o := h.l.c.cfg.observer; o != nil && ev.out != late {
+	if o := h.l.c.cfg.observer; o != nil && firstOutcome(ev) {
 		h.l.c.observeNode(o, h.ctx, OpHeal, ev, ev.err == nil && ev.val == 1)
 	}
 	if !ev.final() {

@@ -234,6 +234,7 @@ func TestLockDelayCounterOutlivesKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	settle(c) // the nodes beyond the quorum answer in the background
 	fence, _ := fenceKey("delay:counter")
 	for i, s := range servers {
 		if got := s.TTL(fence); got != 7*time.Second {

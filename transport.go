@@ -91,6 +91,7 @@ type call struct {
 	next  []*call // to enqueue once final (per-node ordering after this call)
 
 	overdue atomic.Bool     // a timeout was reported before it was written (waiting behind a call)
+	slow    atomic.Bool     // a patient call (keep) in flight past the node timeout, not reported
 	written atomic.Int64    // when its batch was written, in Unix ns; set only for an Observer
 	rel     *pendingRelease // a release or undo: its entry in the client's pendingReleases
 }
@@ -260,7 +261,7 @@ func (q *nodeQueue) sendAfter(prev, c *call) {
 			q.cl.bg.Add(1) // held by c while it waits; released when it is enqueued
 			prev.next = append(prev.next, c)
 			prev.mu.Unlock()
-			if prev.state.Load() == callTimedOut {
+			if prev.state.Load() == callTimedOut || prev.overdue.Load() || prev.slow.Load() {
 				q.reportWaitingTimeout(c)
 			}
 			return
@@ -270,10 +271,23 @@ func (q *nodeQueue) sendAfter(prev, c *call) {
 	q.send(c)
 }
 
-// reportWaitingTimeout reports, once, that c is timed out while it waits behind a call.
+// reportWaitingTimeout reports, once, that c is timed out while it waits behind a call, and
+// so are the calls waiting behind c.
 func (q *nodeQueue) reportWaitingTimeout(c *call) {
-	if c.overdue.CompareAndSwap(false, true) {
-		q.report(c, event{out: timedOut, err: errNodeTimeout})
+	if !c.overdue.CompareAndSwap(false, true) {
+		return
+	}
+	q.report(c, event{out: timedOut, err: errNodeTimeout})
+	q.reportWaiting(c)
+}
+
+// reportWaiting reports the calls waiting behind c as timed out.
+func (q *nodeQueue) reportWaiting(c *call) {
+	c.mu.Lock()
+	waiting := slices.Clone(c.next)
+	c.mu.Unlock()
+	for _, n := range waiting {
+		q.reportWaitingTimeout(n)
 	}
 }
 
@@ -471,17 +485,15 @@ func (q *nodeQueue) expire(b *batch) {
 	rearm := false
 	for _, c := range b.calls {
 		if c.keep && patient {
+			// The release waits on, but what waits behind it need not.
 			rearm = true
+			c.slow.Store(true)
+			q.reportWaiting(c)
 			continue
 		}
 		if c.state.CompareAndSwap(callSent, callTimedOut) {
 			q.report(c, event{out: timedOut, err: errNodeTimeout})
-			c.mu.Lock()
-			waiting := slices.Clone(c.next)
-			c.mu.Unlock()
-			for _, n := range waiting {
-				q.reportWaitingTimeout(n)
-			}
+			q.reportWaiting(c)
 		}
 	}
 	if rearm {
@@ -510,6 +522,12 @@ func (q *nodeQueue) expire(b *batch) {
 		q.report(c, event{out: notSent, err: errNodeStalled})
 		q.finish(c)
 	}
+}
+
+// firstOutcome reports whether ev is the call's first outcome: not a late answer, and not
+// the answer of a call reported timed out while it waited behind another.
+func firstOutcome(ev event) bool {
+	return ev.out != late && !(ev.out == replied && ev.call != nil && ev.call.overdue.Load())
 }
 
 // report gives an event to the call's owner.
