@@ -313,3 +313,48 @@ func ExampleNew_cluster() {
 	// held [{acct:9}:debit {acct:9}:credit]
 	// keys in two slots: true
 }
+
+// Do holds the lock while the function runs, renews it, and cancels the function's context
+// before the lock could lapse when renewals fail; the function sends the token with every
+// write.
+func ExampleClient_Do() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	err = c.Do(context.Background(), "nightly-report", 10*time.Second, func(ctx context.Context, l *redlock.Lock) error {
+		// Work until done or until ctx ends (the lock could not be kept: context.Cause(ctx)
+		// matches redlock.ErrLockLost), passing l.Token() to every write.
+		fmt.Println("running with a token:", l.Token() > 0)
+		return nil
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// running with a token: true
+	// done: <nil>
+}
+
+// A fenced write to a Redis store: the store keeps the highest token per key and refuses a
+// write with a lower one, in one atomic script.
+func ExampleRedisFence() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	store := nodes[0] // a separate Redis in production
+	fence := redlock.NewRedisFence(store)
+	ctx := context.Background()
+
+	if err := fence.Set(ctx, "payout:S-1", "paid", 7); err != nil { // the holder of token 7
+		panic(err)
+	}
+	err := fence.Set(ctx, "payout:S-1", "paid twice", 5) // a paused holder with an older token
+	fmt.Println("stale write refused:", errors.Is(err, redlock.ErrStaleToken))
+	v, tok, _ := fence.Get(ctx, "payout:S-1")
+	fmt.Println(v, tok)
+	// Output:
+	// stale write refused: true
+	// paid 7
+}
