@@ -250,7 +250,7 @@ func (a *attempt) apply(ev event) {
 		a.each(func(t *acquireTally) { t.failed(i) })
 		return
 	}
-	counters, left, err := a.reply(ev)
+	counters, left, heldKey, err := a.reply(ev)
 	if ev.out == late {
 		// The node was counted as failed at its timeout; only the undo needs to know.
 		a.returned[i] = true
@@ -272,7 +272,7 @@ func (a *attempt) apply(ev event) {
 		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: -1})
 		a.each(func(t *acquireTally) { t.refused(i) })
 	case counters == nil:
-		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: left})
+		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: left, key: heldKey})
 		a.each(func(t *acquireTally) { t.refused(i) })
 	default:
 		a.mayHold[i] = true
@@ -292,33 +292,37 @@ func (a *attempt) each(f func(*acquireTally)) {
 }
 
 // reply decodes an acquire reply: the counters of the keys when our keys were set (one per
-// key), or nil and the remaining milliseconds of the other holder's key.
-func (a *attempt) reply(ev event) (counters []int64, left int64, err error) {
+// key), or nil and the remaining milliseconds of the other holder's key (and, for a
+// multi-key lock, which key that is).
+func (a *attempt) reply(ev event) (counters []int64, left int64, heldKey string, err error) {
 	if ev.err != nil {
-		return nil, 0, ev.err
+		return nil, 0, "", ev.err
 	}
 	if len(a.tallies) == 1 {
 		if ev.val <= 0 {
-			return nil, -ev.val, nil
+			return nil, -ev.val, "", nil
 		}
 		a.one[0] = ev.val
-		return a.one[:], 0, nil
+		return a.one[:], 0, "", nil
 	}
 	vals := make([]int64, len(ev.slice))
 	for j, x := range ev.slice {
 		v, ok := x.(int64)
 		if !ok {
-			return nil, 0, fmt.Errorf("acquire_multi.lua: unexpected reply element %T", x)
+			return nil, 0, "", fmt.Errorf("acquire_multi.lua: unexpected reply element %T", x)
 		}
 		vals[j] = v
 	}
 	switch {
-	case len(vals) == 2 && vals[0] == 0:
-		return nil, vals[1], nil
+	case len(vals) == 3 && vals[0] == 0:
+		if k := vals[2]; k >= 1 && int(k) <= len(a.set.keys) {
+			heldKey = a.set.keys[k-1]
+		}
+		return nil, vals[1], heldKey, nil
 	case len(vals) == 1+len(a.tallies) && vals[0] == 1:
-		return vals[1:], 0, nil
+		return vals[1:], 0, "", nil
 	}
-	return nil, 0, fmt.Errorf("acquire_multi.lua: unexpected reply of %d elements", len(vals))
+	return nil, 0, "", fmt.Errorf("acquire_multi.lua: unexpected reply of %d elements", len(vals))
 }
 
 // fail builds the error of a failed attempt and undoes it on every node that may hold our

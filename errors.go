@@ -39,11 +39,17 @@ var (
 // heldError is a node's answer when another holder's key is present there. left is the
 // key's remaining TTL in milliseconds, or -1 when the node was asked without fencing (plain
 // SET NX PX), which does not say whose key it is nor for how long.
-type heldError struct{ left int64 }
+type heldError struct {
+	left int64
+	key  string // for a multi-key lock: the key that is held; "" for a single key
+}
 
 func (e heldError) Error() string {
-	if e.left < 0 {
+	switch {
+	case e.left < 0:
 		return "key present (held by another holder, or a resent SET of ours)"
+	case e.key != "":
+		return fmt.Sprintf("key %q held by another holder (%d ms left)", quoteKey(e.key), e.left)
 	}
 	return fmt.Sprintf("key held by another holder (%d ms left)", e.left)
 }

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -23,6 +24,15 @@ func TestLockDelayBadTTL(t *testing.T) {
 		}
 		if _, err := c.Acquire(ctx, "delay:bad", ttl); !errors.Is(err, ErrInvalidArgument) {
 			t.Fatalf("Acquire(%v) with delay %v: %v, want ErrInvalidArgument", ttl, d, err)
+		}
+	}
+	for _, ttl := range []time.Duration{MaxTTL, MaxTTL - d + time.Millisecond} {
+		keys := []string{"delay:bad:a", "delay:bad:b"}
+		if _, err := c.TryAcquireMulti(ctx, keys, ttl); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("TryAcquireMulti(%v) with delay %v: %v, want ErrInvalidArgument", ttl, d, err)
+		}
+		if err := c.DoMulti(ctx, keys, ttl, func(context.Context, *MultiLock) error { return nil }); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("DoMulti(%v) with delay %v: %v, want ErrInvalidArgument", ttl, d, err)
 		}
 	}
 	if got := commandCounts(servers); !equalInts(got, before) {

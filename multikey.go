@@ -93,7 +93,7 @@ func (c *Client) multiArgs(ctx context.Context, keys []string, ttl time.Duration
 			}
 		}
 	}
-	ttl, err = checkTTL(ttl, c.cfg.driftFactor)
+	ttl, err = c.checkKeyTTL(ttl)
 	if err != nil {
 		return 0, lockKeys{}, err
 	}

@@ -56,7 +56,7 @@ func multiScriptCases(t *testing.T, rc redis.UniversalClient) {
 	// One key of the set is held by another holder: nothing is set, no counter moves.
 	rc.Set(ctx, "ms:b", "X", 5*time.Second)
 	got := slice(acquireMultiScript, set.pairs(), "A", 10000, 7000, 60000, "1")
-	if len(got) != 2 || got[0] != int64(0) || got[1].(int64) <= 0 || got[1].(int64) > 5000 {
+	if len(got) != 3 || got[0] != int64(0) || got[1].(int64) <= 0 || got[1].(int64) > 5000 || got[2] != int64(2) {
 		t.Fatalf("acquire over a held key: %v", got)
 	}
 	for _, k := range []string{"ms:a", "ms:c", set.fences[0], set.fences[1], set.fences[2]} {
@@ -258,8 +258,8 @@ func TestMultiAllOrNone(t *testing.T) {
 	if !errors.Is(err, ErrNotAcquired) || !errors.As(err, &qe) || len(qe.Keys) != 2 || qe.Agreed != 0 {
 		t.Fatalf("acquire over a held key: %v", err)
 	}
-	if !strings.Contains(err.Error(), `["aon:a" "aon:b"]`) {
-		t.Fatalf("error does not name the keys: %v", err)
+	if !strings.Contains(err.Error(), `["aon:a" "aon:b"]`) || !strings.Contains(err.Error(), `key "aon:b" held by another holder`) {
+		t.Fatalf("error does not name the keys and the held one: %v", err)
 	}
 	settle(c)
 	for i, s := range servers {

@@ -168,7 +168,10 @@ func WithRetryLimit(n int) Option {
 
 // WithRetryDelay sets the mean pause between two [Client.Acquire] attempts (d > 0). Each pause
 // is drawn uniformly from [d/2, 3d/2), so that competing clients fall out of step instead of
-// splitting the vote again (redis.io Redlock page, "Retry on failure").
+// splitting the vote again (redis.io Redlock page, "Retry on failure"). A waiter tries
+// before its pause ends when a release of the key wakes it (a release by this Client, or one
+// another process announces: [WithoutWakeups]), and once when its wake-up subscription first
+// becomes active, for a release it could not hear before.
 // Default [DefaultRetryDelay].
 func WithRetryDelay(d time.Duration) Option {
 	return func(c *config) error {

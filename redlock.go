@@ -623,7 +623,13 @@ func (l *Lock) Release(ctx context.Context) error {
 		return invalidf("context is nil")
 	}
 	if l.outer != nil {
-		return l.releaseJoined()
+		if l.c.cfg.observer == nil {
+			return l.releaseJoined()
+		}
+		_, end := l.c.startOp(ctx, Op{Kind: OpRelease, Keys: l.set.keys})
+		err := l.releaseJoined()
+		end(End{Outcome: outcomeOf(err), Err: err, Joined: true})
+		return err
 	}
 	if l.c.cfg.observer == nil {
 		return l.release(ctx, false)

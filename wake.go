@@ -55,8 +55,9 @@ func (q *waitQueues) closing() <-chan struct{} {
 
 // waiter is one Acquire's place in a queue.
 type waiter struct {
-	poke   chan struct{} // buffered 1: "you are the head now" or "released: try now"
-	kicked bool          // a release happened since the head's last attempt; guarded by mu
+	poke    chan struct{} // buffered 1: "you are the head now" or "released: try now"
+	kicked  bool          // a release happened since the head's last attempt; guarded by mu
+	catchUp bool          // the kick is only a subscription's catch-up (wakeHub.subscribed)
 
 	// Owned by the Acquire call: the wake hub's stamp taken before its last attempt, so that
 	// a release announced between that attempt and the wait is not missed (wakeHub.since).
@@ -104,17 +105,18 @@ func (q *waitQueues) join(set lockKeys) *waiter {
 }
 
 // head reports whether w is first in key's queue, and takes a pending release kick.
-func (q *waitQueues) head(key string, w *waiter) (isHead, kicked bool) {
+func (q *waitQueues) head(key string, w *waiter) (isHead, kicked, release bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return true, true
+		return true, true, false
 	}
 	if l := q.m[key]; len(l) == 0 || l[0] != w {
-		return false, false
+		return false, false, false
 	}
 	kicked, w.kicked = w.kicked, false
-	return true, kicked
+	release, w.catchUp = kicked && !w.catchUp, false
+	return true, kicked, release
 }
 
 // leave removes w from the queue of set; when w was the head, the next waiter becomes the
@@ -169,17 +171,30 @@ func (q *waitQueues) closeAll() {
 
 // released wakes the head of key's queue, and of every multi-key set's queue that contains
 // key, for an attempt now.
-func (q *waitQueues) released(key string) {
+func (q *waitQueues) released(key string) { q.kick(key, false) }
+
+// catchUp is released for a subscription that has just become active: the head tries once
+// more, but it was not woken by a release.
+func (q *waitQueues) catchUp(key string) { q.kick(key, true) }
+
+func (q *waitQueues) kick(key string, catchUp bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	kick := func(w *waiter) {
+		if !w.kicked {
+			w.catchUp = catchUp
+		} else if !catchUp {
+			w.catchUp = false // a release as well
+		}
+		w.kicked = true
+		pokeWaiter(w)
+	}
 	if l := q.m[key]; len(l) > 0 {
-		l[0].kicked = true
-		pokeWaiter(l[0])
+		kick(l[0])
 	}
 	for set := range q.sets[key] {
 		if l := q.m[set]; len(l) > 0 {
-			l[0].kicked = true
-			pokeWaiter(l[0])
+			kick(l[0])
 		}
 	}
 }
@@ -231,10 +246,12 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, w *waiter, pause ti
 	key := set.waitKey()
 	var deadline time.Time // when the head's pause ends
 	for {
-		isHead, kicked := c.wait.head(key, w)
+		isHead, kicked, release := c.wait.head(key, w)
 		if kicked {
-			w.woken = true
-			c.observeWakeUp(ctx, set)
+			w.woken = release
+			if release {
+				c.observeWakeUp(ctx, set)
+			}
 			return nil
 		}
 		if !isHead {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -321,4 +322,55 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 	}
 	waitFor(t, func() bool { return len(channels()) == 0 })
 	goleak.VerifyNone(t, ignore, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
+}
+
+// TestRealWakeKeepsRetrySpacing: with wake-ups on, a waiter whose key is held by another
+// Client (nobody releases) still spaces its attempts by the retry pause: a new subscription
+// gives at most one early catch-up attempt, not one per node, and it is not counted as a
+// wake-up. Before, each of the 5 nodes' subscriptions kicked the head, and WithRetryLimit(3)
+// gave up within milliseconds.
+func TestRealWakeKeepsRetrySpacing(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	holder := newTestClient(t, cluster.ClientsT(t))
+	var wakeups int
+	obs := &countingObserver{onEvent: func(e Event) {
+		if e.Kind == EventWakeUp {
+			wakeups++
+		}
+	}}
+	const delay = 200 * time.Millisecond
+	waiter := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(delay), WithRetryLimit(3), WithObserver(obs))
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := holder.TryAcquire(ctx, "spacing", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := waiter.Acquire(ctx, "spacing", 20*time.Second)
+	took := time.Since(start)
+	if !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("Acquire of a held key: %v", err)
+	}
+	// Three attempts: the first, at most one catch-up, and one after a pause of at least
+	// delay/2 (pauses are drawn from [delay/2, 3·delay/2)).
+	if took < delay/2 {
+		t.Fatalf("3 attempts took %v: no retry pause between them (retry delay %v)", took, delay)
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if wakeups != 0 {
+		t.Fatalf("%d wake-ups counted without any release", wakeups)
+	}
+}
+
+// countingObserver hands events to a function, under a mutex.
+type countingObserver struct {
+	BaseObserver
+	mu      sync.Mutex
+	onEvent func(Event)
+}
+
+func (o *countingObserver) Event(_ context.Context, e Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.onEvent(e)
 }

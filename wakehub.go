@@ -58,6 +58,7 @@ type wakeSub struct {
 	// crowded: a woken attempt on the key lost to another contender lately, so several
 	// waiters answer each release (see seniorityDelay).
 	crowded bool
+	caught  bool // the catch-up kick of subscribed was given
 }
 
 // heard is one release of a key (one holder id) as the nodes announce it.
@@ -192,12 +193,17 @@ func (h *wakeHub) heardFrom(key, id string, node int) {
 // it tries once more.
 func (h *wakeHub) subscribed(key string) {
 	h.mu.Lock()
-	if s := h.subs[key]; s != nil {
-		h.stamp++
-		s.stamp = h.stamp
+	s := h.subs[key]
+	first := s != nil && !s.caught
+	if first {
+		s.caught = true
 	}
 	h.mu.Unlock()
-	h.c.wait.released(key)
+	if first {
+		// Once per subscription, when its first node is listening: the head tries once more,
+		// for a release announced before that. It is not a wake-up by a release.
+		h.c.wait.catchUp(key)
+	}
 }
 
 // crowded reports whether attempts made on a wake-up lately lost to other contenders:

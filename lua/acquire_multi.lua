@@ -12,14 +12,14 @@
 --          touched and every token returned is 1
 --
 -- Returns {1, token_1, ..., token_n} when every key was taken (each token >= 1), and
--- {0, left} when some key is held by another holder: left is the largest remaining TTL in
--- milliseconds among the keys held by others (0 when one has no expiry). Then nothing was
--- changed: no key was set and no counter moved. Every key is checked before any is set, and
+-- {0, left, i} when some key is held by another holder: left is the largest remaining TTL in
+-- milliseconds among the keys held by others (0 when one has no expiry), and i the position
+-- (1-based) of the key with that TTL. Then nothing was changed: no key was set and no counter moved. Every key is checked before any is set, and
 -- the script runs atomically, so a node never holds part of the set for us.
 -- A resend of the same acquire (go-redis lost the reply) finds our keys and returns their
 -- counters unchanged, as acquire.lua does for one key.
 local n = #KEYS / 2
-local left = -1
+local left, held = -1, 0
 for i = 1, n do
   local holder = redis.call('GET', KEYS[2 * i - 1])
   if holder and holder ~= ARGV[1] then
@@ -28,12 +28,12 @@ for i = 1, n do
       ms = 0
     end
     if ms > left then
-      left = ms
+      left, held = ms, i
     end
   end
 end
 if left >= 0 then
-  return {0, left}
+  return {0, left, held}
 end
 
 -- The same counter rules as acquire.lua: a counter that INCR creates (value 1) was missing

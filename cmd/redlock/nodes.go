@@ -89,6 +89,9 @@ func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
 		if u == "" {
 			return nil, fmt.Errorf("%s: entry %d of the node list is empty", source, i+1)
 		}
+		if problem := hostProblem(u); problem != "" {
+			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT)", source, redactURL(u), problem)
+		}
 		o, err := redis.ParseURL(u)
 		if err != nil {
 			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT)", source, redactURL(u), urlProblem(err, u))
@@ -104,6 +107,27 @@ func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
 		urls = append(urls, nodeURL{raw: u, opts: o})
 	}
 	return urls, nil
+}
+
+// hostProblem says what is wrong with the host part of a redis:// or rediss:// URL that
+// go-redis would accept but read differently from what was meant: no "//" (the rest is
+// taken as opaque text and the node defaults to localhost:6379), no port (6379 is assumed),
+// or a host with a stray ':'. "" when the URL is fine or not of those schemes (unix:// has
+// a path, not a host). The message quotes nothing from the URL.
+func hostProblem(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "redis" && pu.Scheme != "rediss") {
+		return "" // left to redis.ParseURL and urlProblem
+	}
+	switch {
+	case pu.Opaque != "" || pu.Host == "":
+		return `no host: "//" missing after the scheme`
+	case pu.Port() == "":
+		return "no port"
+	case strings.Contains(pu.Hostname(), ":") && !strings.HasPrefix(pu.Host, "["):
+		return "a malformed host:port (an IPv6 address needs brackets)"
+	}
+	return ""
 }
 
 // redactURL hides the password of a URL that is about to be printed: everything between

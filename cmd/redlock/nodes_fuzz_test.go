@@ -22,6 +22,8 @@ func FuzzNodeURLSecret(f *testing.F) {
 		{"", "", marker, "h:1"},
 		{"redis", "u", marker, "h:1?dial_timeout=zz"},
 		{"redis", "", marker, "h:1/notadb"},
+		{"redis", "", marker, "127.0.0.1"},
+		{"redis", "", marker, "127.0.0.1:1:2"},
 	} {
 		f.Add(c[0], c[1], c[2], c[3])
 	}
@@ -43,4 +45,26 @@ func FuzzNodeURLSecret(f *testing.F) {
 			t.Fatalf("redactURL(%q) = %q", u, r)
 		}
 	})
+}
+
+// TestNodeURLHost: URLs that go-redis would read as another node than meant are refused:
+// no "//" (go-redis would dial localhost:6379), no port (6379 assumed), a host with a stray
+// ':'. The password never shows in the error.
+func TestNodeURLHost(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redis:pw_zz@127.0.0.1:7611", `no host: "//" missing`},
+		{"redis://:pw_zz@127.0.0.1", "no port"},
+		{"rediss://h", "no port"},
+		{"redis://:pw_zz@127.0.0.1:7611:7612", "malformed host:port"},
+	} {
+		_, err := parseNodeURLs(tc.url, "--nodes", "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pw_zz") {
+			t.Errorf("%s: %v, want an error saying %q without the password", tc.url, err, tc.want)
+		}
+	}
+	for _, ok := range []string{"redis://127.0.0.1:7611", "rediss://u:p@h:1/0", "redis://[::1]:7611", "unix:///tmp/r.sock"} {
+		if _, err := parseNodeURLs(ok, "--nodes", ""); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
 }
