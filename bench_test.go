@@ -114,9 +114,14 @@ func BenchmarkFloorSingleNode(b *testing.B) {
 func BenchmarkParallelAcquireRelease(b *testing.B) {
 	cluster := redisproc.StartT(b, 5, redisproc.Config{})
 	clients := cluster.ClientsT(b)
-	for _, p := range []int{1, 64, 256, 1024} {
-		b.Run(fmt.Sprintf("P=%d", p), func(b *testing.B) {
-			c, err := New(clients)
+	for _, bc := range []struct {
+		p    int
+		name string
+		opts []Option
+	}{{1, "", nil}, {64, "", nil}, {64, ",without-wakeups", []Option{WithoutWakeups()}}, {256, "", nil}, {1024, "", nil}} {
+		p := bc.p
+		b.Run(fmt.Sprintf("P=%d%s", p, bc.name), func(b *testing.B) {
+			c, err := New(clients, bc.opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

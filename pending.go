@@ -1,6 +1,9 @@
 package redlock
 
-import "sync"
+import (
+	"hash/maphash"
+	"sync"
+)
 
 // pendingReleases keeps a new acquire of a key behind this client's own releases of that key
 // (a Release, or the undo of a failed attempt) that have not reached every node yet.
@@ -14,13 +17,26 @@ import "sync"
 // release call (transport.go, sendAfter), which costs the acquire at most that release's
 // round trip on that node. Only liveness depends on this; the safety argument does not use it.
 type pendingReleases struct {
+	shards [pendingShards]pendingShard // by key, so that thousands of releases do not share a mutex
+}
+
+const pendingShards = 64
+
+var pendingSeed = maphash.MakeSeed()
+
+type pendingShard struct {
 	mu sync.Mutex
 	m  map[string]*pendingRelease // per key: the last release of it that is not final everywhere
+}
+
+func (p *pendingReleases) shard(key string) *pendingShard {
+	return &p.shards[maphash.String(pendingSeed, key)%pendingShards]
 }
 
 // pendingRelease is one release's calls, one per node (nil where none was sent).
 type pendingRelease struct {
 	keys  []string
+	mu    sync.Mutex
 	calls []*call
 	left  int // calls not yet final, plus one while the release is being sent
 }
@@ -28,23 +44,24 @@ type pendingRelease struct {
 // begin registers a release of keys about to be sent to n nodes; add each call, then end.
 func (p *pendingReleases) begin(keys []string, n int) *pendingRelease {
 	pr := &pendingRelease{keys: keys, calls: make([]*call, n), left: 1}
-	p.mu.Lock()
-	if p.m == nil {
-		p.m = map[string]*pendingRelease{}
-	}
 	for _, k := range keys {
-		p.m[k] = pr
+		sh := p.shard(k)
+		sh.mu.Lock()
+		if sh.m == nil {
+			sh.m = map[string]*pendingRelease{}
+		}
+		sh.m[k] = pr
+		sh.mu.Unlock()
 	}
-	p.mu.Unlock()
 	return pr
 }
 
 // add records the release's call to node i, before it is sent.
 func (p *pendingReleases) add(pr *pendingRelease, i int, c *call) {
-	p.mu.Lock()
+	pr.mu.Lock()
 	pr.calls[i] = c
 	pr.left++
-	p.mu.Unlock()
+	pr.mu.Unlock()
 	c.rel = pr
 }
 
@@ -53,15 +70,20 @@ func (p *pendingReleases) add(pr *pendingRelease, i int, c *call) {
 func (p *pendingReleases) end(pr *pendingRelease) { p.done(pr) }
 
 func (p *pendingReleases) done(pr *pendingRelease) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if pr.left--; pr.left > 0 {
+	pr.mu.Lock()
+	pr.left--
+	last := pr.left == 0
+	pr.mu.Unlock()
+	if !last {
 		return
 	}
 	for _, k := range pr.keys {
-		if p.m[k] == pr {
-			delete(p.m, k)
+		sh := p.shard(k)
+		sh.mu.Lock()
+		if sh.m[k] == pr {
+			delete(sh.m, k)
 		}
+		sh.mu.Unlock()
 	}
 }
 
@@ -70,17 +92,16 @@ func (p *pendingReleases) done(pr *pendingRelease) {
 // node, the one of the last key that has one: the order is kept for the common case, and
 // anything else only costs an attempt.
 func (p *pendingReleases) after(keys []string) []*call {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.m) == 0 {
-		return nil
-	}
 	var out []*call
 	for _, k := range keys {
-		pr := p.m[k]
+		sh := p.shard(k)
+		sh.mu.Lock()
+		pr := sh.m[k]
+		sh.mu.Unlock()
 		if pr == nil {
 			continue
 		}
+		pr.mu.Lock()
 		if out == nil {
 			out = make([]*call, len(pr.calls))
 		}
@@ -89,6 +110,19 @@ func (p *pendingReleases) after(keys []string) []*call {
 				out[i] = c
 			}
 		}
+		pr.mu.Unlock()
 	}
 	return out
+}
+
+// len counts the keys with a pending release (for tests).
+func (p *pendingReleases) len() int {
+	n := 0
+	for i := range p.shards {
+		sh := &p.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
 }

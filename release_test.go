@@ -178,10 +178,7 @@ func TestAcquireAfterOwnRelease(t *testing.T) {
 		}
 	}
 	settle(c)
-	c.pending.mu.Lock()
-	left := len(c.pending.m)
-	c.pending.mu.Unlock()
-	if left != 0 {
+	if left := c.pending.len(); left != 0 {
 		t.Fatalf("%d pending releases left after every call was final", left)
 	}
 }
