@@ -214,3 +214,14 @@ func (e *StaleTokenError) Error() string {
 
 // Is reports whether target is ErrStaleToken.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// collectNodeErrors aggregates the non-nil per-node errors, or returns nil.
+func collectNodeErrors(errs []error) *multierror.Error {
+	var m *multierror.Error
+	for _, e := range errs {
+		if e != nil {
+			m = multierror.Append(m, e)
+		}
+	}
+	return m
+}

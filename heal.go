@@ -23,16 +23,8 @@ func (l *Lock) heal(ctx context.Context, nodes []int) {
 	if left < time.Millisecond {
 		return // no validity left to give the keys: the next extend fails or succeeds without them
 	}
-	fenced := "1"
-	if c.cfg.noFencing {
-		fenced = "0"
-	}
-	argv := make([]any, 0, 5+len(l.tokens))
-	argv = append(argv, l.id, c.keyTTLMillis(left), c.counterIdleMillis(l.ttl), fenced, counterSeed(c.cfg.clock.Now()))
-	for _, t := range l.tokens {
-		argv = append(argv, uint64(t))
-	}
-	cmd := newScriptCall(healScript, l.set.pairs(), argv...)
+	cmd := newHealCommand(l.set, l.id, c.keyTTLMillis(left), c.counterIdleMillis(l.ttl), counterSeed(c.cfg.clock.Now()),
+		!c.cfg.noFencing, l.tokens)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released || l.releasing != nil {

@@ -69,30 +69,6 @@ func (s lockKeys) pairs() []string {
 	return out
 }
 
-// extendCommand is the compare-and-pexpire of the lock's keys to px milliseconds.
-func (s lockKeys) extendCommand(id string, px int64) *command {
-	if len(s.keys) > 1 {
-		return newScriptCall(extendMultiScript, s.keys, id, px)
-	}
-	return newScriptCall(extendScript, s.keys, id, px)
-}
-
-// releaseCommand is the compare-and-delete of the lock's keys (also the undo of an acquire,
-// which does not announce). With announce, each key deleted is announced on its wake-up
-// channel (wakehub.go).
-func (s lockKeys) releaseCommand(id string, announce bool) *command {
-	if len(s.keys) > 1 {
-		if announce {
-			return newScriptCall(releaseMultiScript, s.keys, id, WakeChannelPrefix)
-		}
-		return newScriptCall(releaseMultiScript, s.keys, id)
-	}
-	if announce {
-		return newScriptCall(releaseScript, s.keys, id, wakeChannel(s.keys[0]))
-	}
-	return newScriptCall(releaseScript, s.keys, id)
-}
-
 // waitKey names the lock in this client's wait queues (wake.go): the key itself, or for a
 // multi-key lock its keys, length-prefixed so that no two sets share a name.
 func (s lockKeys) waitKey() string {

@@ -44,11 +44,6 @@ const (
 	// DefaultLockDelay is the lock-delay of [WithLockDelay]: 0, a lock that expires is free
 	// at once.
 	DefaultLockDelay = 0 * time.Second
-	// MaxTTL is the longest TTL a lock may have, and the longest its keys may live on a node
-	// (TTL plus lock-delay, [WithLockDelay]). A lock meant to outlive a year is a
-	// configuration error, and operators must be able to wait out the longest key lifetime
-	// before restarting a node without persistence (the delayed restart of docs/design.md).
-	MaxTTL = 365 * 24 * time.Hour
 )
 
 // Clock is the seam through which the library reads time. Now must return readings that

@@ -39,17 +39,32 @@ type pendingRelease struct {
 	mu    sync.Mutex
 	calls []*call
 	left  int // calls not yet final, plus one while the release is being sent
+	// prev holds, per key, the release of that key that this one replaced in the map. A
+	// release sends nothing to a node where its acquire was never written, yet an older
+	// release of the key may still be on its way there: after looks back to it.
+	prev []*pendingRelease
+}
+
+// prevFor returns the release this one replaced for key.
+func (pr *pendingRelease) prevFor(key string) *pendingRelease {
+	for j, k := range pr.keys {
+		if k == key {
+			return pr.prev[j]
+		}
+	}
+	return nil
 }
 
 // begin registers a release of keys about to be sent to n nodes; add each call, then end.
 func (p *pendingReleases) begin(keys []string, n int) *pendingRelease {
-	pr := &pendingRelease{keys: keys, calls: make([]*call, n), left: 1}
-	for _, k := range keys {
+	pr := &pendingRelease{keys: keys, calls: make([]*call, n), left: 1, prev: make([]*pendingRelease, len(keys))}
+	for j, k := range keys {
 		sh := p.shard(k)
 		sh.mu.Lock()
 		if sh.m == nil {
 			sh.m = map[string]*pendingRelease{}
 		}
+		pr.prev[j] = sh.m[k]
 		sh.m[k] = pr
 		sh.mu.Unlock()
 	}
@@ -66,7 +81,8 @@ func (p *pendingReleases) add(pr *pendingRelease, i int, c *call) {
 }
 
 // end marks the release as sent; done marks one of its calls final (transport.go, finish).
-// When nothing of it is left, its keys are forgotten (unless a newer release took them).
+// When nothing of it is left, the map falls back, per key, to the newest older release that
+// is still on its way, or forgets the key.
 func (p *pendingReleases) end(pr *pendingRelease) { p.done(pr) }
 
 func (p *pendingReleases) done(pr *pendingRelease) {
@@ -77,20 +93,38 @@ func (p *pendingReleases) done(pr *pendingRelease) {
 	if !last {
 		return
 	}
-	for _, k := range pr.keys {
+	for j, k := range pr.keys {
 		sh := p.shard(k)
 		sh.mu.Lock()
 		if sh.m[k] == pr {
-			delete(sh.m, k)
+			if older := live(pr.prev[j], k); older != nil {
+				sh.m[k] = older
+			} else {
+				delete(sh.m, k)
+			}
 		}
 		sh.mu.Unlock()
 	}
 }
 
+// live returns pr or the newest release before it for key that is still on its way.
+func live(pr *pendingRelease, key string) *pendingRelease {
+	for ; pr != nil; pr = pr.prevFor(key) {
+		pr.mu.Lock()
+		left := pr.left
+		pr.mu.Unlock()
+		if left > 0 {
+			return pr
+		}
+	}
+	return nil
+}
+
 // after returns, per node, the release call that an acquire of keys must follow there, or
-// nil when there is none. For several keys with different pending releases it takes, per
-// node, the one of the last key that has one: the order is kept for the common case, and
-// anything else only costs an attempt.
+// nil when there is none: the newest release's call, or where it sent none, the call of an
+// older release of the key still on its way. For several keys with different pending
+// releases it takes, per node, the one of the last key that has one: the order is kept for
+// the common case, and anything else only costs an attempt.
 func (p *pendingReleases) after(keys []string) []*call {
 	var out []*call
 	for _, k := range keys {
@@ -98,19 +132,33 @@ func (p *pendingReleases) after(keys []string) []*call {
 		sh.mu.Lock()
 		pr := sh.m[k]
 		sh.mu.Unlock()
-		if pr == nil {
+		var found []*call
+		for ; pr != nil; pr = pr.prevFor(k) {
+			pr.mu.Lock()
+			if pr.left > 0 {
+				if found == nil {
+					found = make([]*call, len(pr.calls))
+				}
+				for i, c := range pr.calls {
+					if found[i] == nil && c != nil {
+						found[i] = c
+					}
+				}
+			}
+			pr.mu.Unlock()
+		}
+		if found == nil {
 			continue
 		}
-		pr.mu.Lock()
 		if out == nil {
-			out = make([]*call, len(pr.calls))
+			out = found
+			continue
 		}
-		for i, c := range pr.calls {
+		for i, c := range found {
 			if c != nil {
 				out[i] = c
 			}
 		}
-		pr.mu.Unlock()
 	}
 	return out
 }

@@ -7,40 +7,123 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The Lua scripts, one file each under lua/, with their KEYS and ARGV in the file header.
-// They run with EVALSHA and fall back to EVAL when a node answers NOSCRIPT (its script
-// cache was lost by a restart or SCRIPT FLUSH).
+// The Lua scripts, one file each under lua/, with their KEYS and ARGV in the file header,
+// and beside each the typed constructor of its command. They run with EVALSHA and fall back
+// to EVAL when a node answers NOSCRIPT (its script cache was lost by a restart or SCRIPT
+// FLUSH).
+
+// acquire.lua (one key) and acquire_multi.lua (several, all or none): KEYS are the lock keys
+// each followed by its fence counter; ARGV id, the keys' PX, the seed of a missing counter,
+// the counter's idle TTL, and (multi only) "1" to mint tokens or "0" without fencing.
 var (
 	//go:embed lua/acquire.lua
 	acquireSrc string
+	//go:embed lua/acquire_multi.lua
+	acquireMultiSrc    string
+	acquireScript      = newLua(acquireSrc)
+	acquireMultiScript = newLua(acquireMultiSrc)
+)
+
+func newAcquireCommand(set lockKeys, id string, px, seed, idleMillis int64, fenced bool) *command {
+	if len(set.keys) == 1 {
+		return newScriptCall(acquireScript, set.pairs(), id, px, seed, idleMillis)
+	}
+	cmd := newScriptCall(acquireMultiScript, set.pairs(), id, px, seed, idleMillis, argFlag(fenced))
+	cmd.kind = replySlice
+	return cmd
+}
+
+// raise.lua: KEYS the lock key and its counter; ARGV id, the target token, the counter's
+// idle TTL.
+var (
 	//go:embed lua/raise.lua
-	raiseSrc string
+	raiseSrc    string
+	raiseScript = newLua(raiseSrc)
+)
+
+func newRaiseCommand(key, fence, id string, target, idleMillis int64) *command {
+	return newScriptCall(raiseScript, []string{key, fence}, id, target, idleMillis)
+}
+
+// release.lua (one key) and release_multi.lua: KEYS the lock keys; ARGV id and, to announce
+// the release to other processes' waiters (wakehub.go), the key's wake-up channel (multi:
+// the channel prefix). The undo of a failed acquire does not announce.
+var (
 	//go:embed lua/release.lua
 	releaseSrc string
+	//go:embed lua/release_multi.lua
+	releaseMultiSrc    string
+	releaseScript      = newLua(releaseSrc)
+	releaseMultiScript = newLua(releaseMultiSrc)
+)
+
+func newReleaseCommand(set lockKeys, id string, announce bool) *command {
+	switch {
+	case len(set.keys) > 1 && announce:
+		return newScriptCall(releaseMultiScript, set.keys, id, WakeChannelPrefix)
+	case len(set.keys) > 1:
+		return newScriptCall(releaseMultiScript, set.keys, id)
+	case announce:
+		return newScriptCall(releaseScript, set.keys, id, wakeChannel(set.keys[0]))
+	}
+	return newScriptCall(releaseScript, set.keys, id)
+}
+
+// extend.lua (one key) and extend_multi.lua (every key or none): KEYS the lock keys; ARGV id
+// and the new PX.
+var (
 	//go:embed lua/extend.lua
 	extendSrc string
-	//go:embed lua/status.lua
-	statusSrc string
-	//go:embed lua/acquire_multi.lua
-	acquireMultiSrc string
 	//go:embed lua/extend_multi.lua
-	extendMultiSrc string
-	//go:embed lua/release_multi.lua
-	releaseMultiSrc string
-	//go:embed lua/heal.lua
-	healSrc string
-
-	acquireScript = newLua(acquireSrc)
-	raiseScript   = newLua(raiseSrc)
-	releaseScript = newLua(releaseSrc)
-	extendScript  = newLua(extendSrc)
-	statusScript  = newLua(statusSrc)
-
-	acquireMultiScript = newLua(acquireMultiSrc)
-	extendMultiScript  = newLua(extendMultiSrc)
-	releaseMultiScript = newLua(releaseMultiSrc)
-	healScript         = newLua(healSrc)
+	extendMultiSrc    string
+	extendScript      = newLua(extendSrc)
+	extendMultiScript = newLua(extendMultiSrc)
 )
+
+func newExtendCommand(set lockKeys, id string, px int64) *command {
+	if len(set.keys) > 1 {
+		return newScriptCall(extendMultiScript, set.keys, id, px)
+	}
+	return newScriptCall(extendScript, set.keys, id, px)
+}
+
+// heal.lua: KEYS the lock keys each followed by its counter; ARGV id, the PX of keys set
+// again, the counters' idle TTL, "1" to lift counters ("0" without fencing), the seed of a
+// missing counter, then the token of each key.
+var (
+	//go:embed lua/heal.lua
+	healSrc    string
+	healScript = newLua(healSrc)
+)
+
+func newHealCommand(set lockKeys, id string, px, idleMillis, seed int64, fenced bool, tokens []Token) *command {
+	argv := make([]any, 0, 5+len(tokens))
+	argv = append(argv, id, px, idleMillis, argFlag(fenced), seed)
+	for _, t := range tokens {
+		argv = append(argv, uint64(t))
+	}
+	return newScriptCall(healScript, set.pairs(), argv...)
+}
+
+// status.lua: KEYS the lock key and its counter; no ARGV. An array reply.
+var (
+	//go:embed lua/status.lua
+	statusSrc    string
+	statusScript = newLua(statusSrc)
+)
+
+func newStatusCommand(key, fence string) *command {
+	cmd := newScriptCall(statusScript, []string{key, fence})
+	cmd.kind = replySlice
+	return cmd
+}
+
+func argFlag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
 
 // lua is a script and its source, for the EVAL fallback.
 type lua struct {

@@ -68,8 +68,7 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 	defer c.end()
 
 	n := len(c.nodes)
-	cmd := newScriptCall(statusScript, []string{key, fence})
-	cmd.kind = replySlice
+	cmd := newStatusCommand(key, fence)
 	st := &Status{Key: key, Quorum: c.quorum, Nodes: make([]NodeStatus, n)}
 	err = c.askAll(ctx, cmd, func(ev event) { st.Nodes[ev.node] = c.nodeStatus(ev.node, ev.slice, ev.err) })
 	if err != nil {

@@ -617,30 +617,6 @@ func (cl *Client) sendAfterTo(i int, prev, c *call) {
 	cl.nodes[i].q.sendAfter(prev, c)
 }
 
-// askAll sends cmd to every node and hands each node's first outcome (an answer, a timeout
-// or "not sent") to each, on the calling goroutine, until every node has one or ctx ends, when
-// it returns ctx.Err(). For reads that want every node's view (Status, New's run_id check).
-func (cl *Client) askAll(ctx context.Context, cmd *command, each func(event)) error {
-	n := len(cl.nodes)
-	replies := make(chan event, 2*n) // a timeout and a late reply per node at most
-	for i := range cl.nodes {
-		cl.sendTo(i, cmd.newCall(0, chanSink(replies)))
-	}
-	for got := 0; got < n; {
-		select {
-		case ev := <-replies:
-			if ev.out == late {
-				continue // reported as a timeout already
-			}
-			got++
-			each(ev)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return nil
-}
-
 // chanSink delivers events into a channel that has room for all of them.
 type chanSink chan event
 

@@ -5,6 +5,12 @@ import (
 	"time"
 )
 
+// MaxTTL is the longest TTL a lock may have, and the longest its keys may live on a node
+// (TTL plus lock-delay, [WithLockDelay]). A lock meant to outlive a year is a configuration
+// error, and operators must be able to wait out the longest key lifetime before restarting a
+// node without persistence (the delayed restart of docs/design.md).
+const MaxTTL = 365 * 24 * time.Hour
+
 // driftFloor is added to every drift allowance: Redis expires keys with millisecond
 // precision, so a key may live up to about a millisecond less than asked, and the client's
 // own millisecond rounding adds another. Source: the redis.io Redlock page and antirez's
@@ -40,6 +46,19 @@ func checkTTL(ttl time.Duration, factor float64) (time.Duration, error) {
 	ttl = ttl.Truncate(time.Millisecond)
 	if d := Drift(ttl, factor); ttl <= d {
 		return 0, invalidf("ttl %v (in whole milliseconds %v) leaves no validity time after the clock drift allowance of %v", given, ttl, d)
+	}
+	return ttl, nil
+}
+
+// checkKeyTTL validates a lock's TTL as checkTTL does, and also the lifetime of its keys,
+// ttl + lock-delay, which must not exceed MaxTTL.
+func (c *Client) checkKeyTTL(ttl time.Duration) (time.Duration, error) {
+	ttl, err := checkTTL(ttl, c.cfg.driftFactor)
+	if err != nil {
+		return 0, err
+	}
+	if d := c.cfg.lockDelay; ttl > MaxTTL-d { // d < MaxTTL (WithLockDelay), so no overflow
+		return 0, invalidf("ttl %v plus lock delay %v exceeds MaxTTL (%v)", ttl, d, MaxTTL)
 	}
 	return ttl, nil
 }

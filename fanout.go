@@ -3,8 +3,6 @@ package redlock
 import (
 	"context"
 	"sync"
-
-	"github.com/hashicorp/go-multierror"
 )
 
 // quorumOp runs a compare-and-act script (release.lua, extend.lua) on every node and
@@ -181,13 +179,26 @@ func (c *Client) runQuorumOp(ctx context.Context, o *quorumOp, then func(error) 
 	}
 }
 
-// collectNodeErrors aggregates the non-nil per-node errors, or returns nil.
-func collectNodeErrors(errs []error) *multierror.Error {
-	var m *multierror.Error
-	for _, e := range errs {
-		if e != nil {
-			m = multierror.Append(m, e)
+// askAll sends cmd to every node and hands each node's first outcome (an answer, a timeout
+// or "not sent") to each, on the calling goroutine, until every node has one or ctx ends, when
+// it returns ctx.Err(). For reads that want every node's view (Status, New's run_id check).
+func (cl *Client) askAll(ctx context.Context, cmd *command, each func(event)) error {
+	n := len(cl.nodes)
+	replies := make(chan event, 2*n) // a timeout and a late reply per node at most
+	for i := range cl.nodes {
+		cl.sendTo(i, cmd.newCall(0, chanSink(replies)))
+	}
+	for got := 0; got < n; {
+		select {
+		case ev := <-replies:
+			if ev.out == late {
+				continue // reported as a timeout already
+			}
+			got++
+			each(ev)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
-	return m
+	return nil
 }

@@ -1,0 +1,410 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Tags of an attempt's calls: the acquire, and the raise of key k's counter (tagRaise + k).
+const (
+	tagAcquire uint8 = iota
+	tagRaise
+)
+
+// attempt is one run of the acquire protocol of docs/design.md: the acquire script on every
+// node, then, if the counters of a key disagree, the raise script on the nodes below that
+// key's chosen token; on failure, the undo. It owns its replies and per-node state. A
+// multi-key lock (AcquireMulti) is the same run with one tally per key: every node takes all
+// the keys or none, so the nodes' acquired, refused and failed states are shared, and only
+// the tokens (and their raises) are per key.
+type attempt struct {
+	c           *Client
+	set         lockKeys
+	id          string
+	ttl         time.Duration
+	start       time.Time
+	validityEnd time.Time
+
+	events   chan event
+	acq      []*call         // per node: the acquire call (a Lock keeps them for ordering)
+	tallies  []*acquireTally // per key
+	nodeErrs []error
+	returned []bool   // the acquire call's real fate is known: answered, or never written
+	mayHold  []bool   // our keys may be on the node: set, resent, or an error hid the answer
+	one      [1]int64 // a single key's counter, decoded without an allocation
+	tokens   [1]Token // a single key's token, decided without an allocation
+
+	obs    Observer        // nil without WithObserver
+	ctx    context.Context // the acquire's context, for the observer's events
+	raised bool            // a raise was sent
+}
+
+// deliver receives the transport's events; the channel has room for every event the
+// attempt's calls can produce, so it never blocks. The observer hears of every call's first
+// outcome here, also of those that come after the attempt was decided.
+func (a *attempt) deliver(ev event) {
+	if a.obs != nil && firstOutcome(ev) {
+		a.observeNode(ev)
+	}
+	a.events <- ev
+}
+
+// observeNode reports one call's first outcome to the observer.
+func (a *attempt) observeNode(ev event) {
+	if ev.tag >= tagRaise {
+		a.c.observeNode(a.obs, a.ctx, OpRaise, ev, ev.err == nil && ev.val == 1)
+		return
+	}
+	agreed := ev.err == nil && ev.val > 0
+	if len(a.set.keys) > 1 {
+		agreed = ev.err == nil && len(ev.slice) > 0 && ev.slice[0] == int64(1)
+	}
+	a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, agreed)
+}
+
+// acquire runs one attempt. The caller has validated the arguments and registered the call.
+func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.Duration) (*Lock, error) {
+	n, k := len(c.nodes), len(set.keys)
+	a := &attempt{
+		c: c, set: set, id: id, ttl: ttl,
+		start: c.cfg.clock.Now(),
+		// Per node at most: acquire (timeout + late) and one raise per key (timeout + late).
+		events:   make(chan event, 2*n*(1+k)),
+		acq:      make([]*call, n),
+		tallies:  make([]*acquireTally, k),
+		nodeErrs: make([]error, n),
+		returned: make([]bool, n),
+		mayHold:  make([]bool, n),
+	}
+	for i := range a.tallies {
+		a.tallies[i] = newAcquireTally(n, c.quorum)
+	}
+	a.validityEnd = a.start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
+	if a.obs = c.cfg.observer; a.obs != nil {
+		a.ctx = ctx
+	}
+	var cmd *command
+	if k == 1 && c.cfg.noFencing {
+		cmd = newSetNXCall(set.keys[0], id, c.keyTTLMillis(ttl))
+	} else {
+		cmd = newAcquireCommand(set, id, c.keyTTLMillis(ttl), counterSeed(a.start), c.counterIdleMillis(ttl), !c.cfg.noFencing)
+	}
+	for i := range c.nodes {
+		a.acq[i] = cmd.newCall(tagAcquire, a)
+	}
+	after := c.pending.after(set.keys) // our own releases of the keys still on their way
+	for i, cl := range a.acq {
+		var prev *call
+		if after != nil {
+			prev = after[i]
+		}
+		c.sendAfterTo(i, prev, cl)
+	}
+	return a.run(ctx)
+}
+
+// run waits for the replies until the attempt is decided.
+func (a *attempt) run(ctx context.Context) (*Lock, error) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var cause error
+	for {
+		v, tokens := a.decide()
+		now := a.c.cfg.clock.Now()
+		if v == won {
+			if Validity(a.ttl, a.start, now, a.c.cfg.driftFactor) > 0 {
+				a.observe(OutcomeOK, now)
+				return a.lock(tokens, now), nil
+			}
+			cause = errValidityExpired
+			break
+		}
+		if v == lost {
+			break
+		}
+		if !now.Before(a.validityEnd) {
+			cause = errValidityExpired
+			break
+		}
+		// Per-node timeouts arrive as events from the transport; here only the validity
+		// end and ctx bound the wait.
+		timer.Reset(a.validityEnd.Sub(now))
+		select {
+		case ev := <-a.events:
+			a.apply(ev)
+		case <-timer.C:
+		case <-ctx.Done():
+			cause = ctx.Err()
+		}
+		if cause != nil {
+			break
+		}
+	}
+	err := a.fail(ctx, cause)
+	if a.obs != nil {
+		a.observe(outcomeOf(err), a.c.cfg.clock.Now())
+	}
+	return nil, err
+}
+
+// observe reports the decided attempt to the observer, if any.
+func (a *attempt) observe(out Outcome, now time.Time) {
+	if a.obs == nil {
+		return
+	}
+	a.obs.Attempt(a.ctx, Attempt{Outcome: out, Raised: a.raised, Agreed: a.tallies[0].agreed(), Duration: now.Sub(a.start)})
+}
+
+// decide combines the keys' tallies: won when every key has its token, lost as soon as one
+// key cannot get one. It sends the raises the tallies ask for.
+func (a *attempt) decide() (verdict, []Token) {
+	v := won
+	tokens := a.tokens[:0]
+	for k, t := range a.tallies {
+		kv, token, raise := t.decide()
+		for _, i := range raise {
+			a.sendRaise(i, k)
+		}
+		switch {
+		case kv == lost:
+			return lost, nil
+		case kv != won:
+			v = undecided
+		case v == won:
+			if a.c.cfg.noFencing {
+				token = 0 // every node reported 1: there is no token
+			}
+			tokens = append(tokens, Token(token))
+		}
+	}
+	if v != won {
+		return v, nil
+	}
+	return won, tokens
+}
+
+func (a *attempt) lock(tokens []Token, now time.Time) *Lock {
+	l := &Lock{c: a.c, set: a.set, key: a.set.keys[0], id: a.id, ttl: a.ttl,
+		token: tokens[0], tokens: tokens, until: a.validityEnd, last: a.acq, granted: now}
+	if len(tokens) == 1 {
+		l.one[0] = tokens[0]
+		l.tokens = l.one[:] // the decision's slice is not kept
+	}
+	a.c.remember(l)
+	return l
+}
+
+// sendRaise sends raise.lua for key k to node i, after its acquire call there (which has
+// answered).
+func (a *attempt) sendRaise(i, k int) {
+	t := a.tallies[k]
+	a.c.cfg.logger.Debug("redlock: raising fence counter", "key", quoteKey(a.set.keys[k]), "node", i,
+		"from", t.counter[i], "to", t.target)
+	a.raised = true
+	cmd := newRaiseCommand(a.set.keys[k], a.set.fences[k], a.id, t.target, a.c.counterIdleMillis(a.ttl))
+	a.c.sendTo(i, cmd.newCall(tagRaise+uint8(k), a))
+}
+
+// apply feeds one event into the tallies.
+func (a *attempt) apply(ev event) {
+	i := ev.node
+	if ev.tag >= tagRaise {
+		t := a.tallies[ev.tag-tagRaise]
+		switch {
+		case ev.out == late:
+			// The node timed out already; raise never creates our key, so nothing to undo.
+		case ev.err != nil:
+			a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
+			a.c.cfg.logger.Debug("redlock: raise failed", "node", i, "err", ev.err)
+			if t.state[i] == stateRaising {
+				t.failed(i)
+			}
+		case ev.val == 1:
+			t.raiseDone(i, true)
+		case ev.val == 0:
+			a.nodeErrs[i] = a.c.nodeErr(i, errNotOurs)
+			t.raiseDone(i, false)
+		default:
+			a.nodeErrs[i] = a.c.nodeErr(i, errCounterAhead)
+			t.raiseDone(i, false)
+		}
+		return
+	}
+	switch ev.out {
+	case timedOut:
+		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
+		a.each(func(t *acquireTally) { t.failed(i) })
+		return
+	case notSent:
+		a.returned[i] = true
+		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
+		a.each(func(t *acquireTally) { t.failed(i) })
+		return
+	}
+	counters, left, heldKey, err := a.reply(ev)
+	if ev.out == late {
+		// The node was counted as failed at its timeout; only the undo needs to know.
+		a.returned[i] = true
+		a.mayHold[i] = err != nil || counters != nil || a.c.cfg.noFencing
+		return
+	}
+	a.returned[i] = true
+	switch {
+	case err != nil:
+		a.mayHold[i] = true // the SET may have been applied and the reply lost
+		a.nodeErrs[i] = a.c.nodeErr(i, err)
+		a.c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", err)
+		a.each(func(t *acquireTally) { t.failed(i) })
+	case counters == nil && a.c.cfg.noFencing && len(a.tallies) == 1:
+		// A plain SET NX cannot tell whose key is there: it may be ours, set by a call that
+		// go-redis resent after losing the reply. The undo releases it; the release only
+		// deletes a key holding our id.
+		a.mayHold[i] = true
+		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: -1})
+		a.each(func(t *acquireTally) { t.refused(i) })
+	case counters == nil:
+		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: left, key: heldKey})
+		a.each(func(t *acquireTally) { t.refused(i) })
+	default:
+		a.mayHold[i] = true
+		a.nodeErrs[i] = nil
+		for k, t := range a.tallies {
+			if t.acquired(i, counters[k]) {
+				a.sendRaise(i, k)
+			}
+		}
+	}
+}
+
+func (a *attempt) each(f func(*acquireTally)) {
+	for _, t := range a.tallies {
+		f(t)
+	}
+}
+
+// reply decodes an acquire reply: the counters of the keys when our keys were set (one per
+// key), or nil and the remaining milliseconds of the other holder's key (and, for a
+// multi-key lock, which key that is).
+func (a *attempt) reply(ev event) (counters []int64, left int64, heldKey string, err error) {
+	if ev.err != nil {
+		return nil, 0, "", ev.err
+	}
+	if len(a.tallies) == 1 {
+		if ev.val <= 0 {
+			return nil, -ev.val, "", nil
+		}
+		a.one[0] = ev.val
+		return a.one[:], 0, "", nil
+	}
+	vals := make([]int64, len(ev.slice))
+	for j, x := range ev.slice {
+		v, ok := x.(int64)
+		if !ok {
+			return nil, 0, "", fmt.Errorf("acquire_multi.lua: unexpected reply element %T", x)
+		}
+		vals[j] = v
+	}
+	switch {
+	case len(vals) == 3 && vals[0] == 0:
+		if k := vals[2]; k >= 1 && int(k) <= len(a.set.keys) {
+			heldKey = a.set.keys[k-1]
+		}
+		return nil, vals[1], heldKey, nil
+	case len(vals) == 1+len(a.tallies) && vals[0] == 1:
+		return vals[1:], 0, "", nil
+	}
+	return nil, 0, "", fmt.Errorf("acquire_multi.lua: unexpected reply of %d elements", len(vals))
+}
+
+// fail builds the error of a failed attempt and undoes it on every node that may hold our
+// key: at once where the acquire call has returned with our key (or an error), after it
+// returns where it is still in flight, and not at all where it was never written (it is
+// cancelled first if it is still queued).
+func (a *attempt) fail(ctx context.Context, cause error) error {
+	err := &QuorumError{Op: "acquire", Key: a.set.keys[0], Keys: a.set.multi(), Quorum: a.c.quorum,
+		Agreed: a.tallies[0].agreed(), Total: len(a.c.nodes), Cause: cause, sentinel: ErrNotAcquired}
+	// Events that are already in tell the undo what it need not do.
+	for drained := false; !drained; {
+		select {
+		case ev := <-a.events:
+			a.apply(ev)
+		default:
+			drained = true
+		}
+	}
+	for _, t := range a.tallies {
+		for i, s := range t.state {
+			if a.nodeErrs[i] == nil && (s == statePending || s == stateRaising) {
+				a.nodeErrs[i] = a.c.nodeErr(i, errAbandoned)
+			}
+		}
+	}
+	err.Nodes = collectNodeErrors(a.nodeErrs)
+	// No wake-up channel: the undo frees the key silently. The contenders it would wake are
+	// mostly the ones whose simultaneous attempts split the vote; their jittered retry pauses
+	// spread them out again, where a wake-up would send them all back at the same moment
+	// (docs/design.md, "Wake-ups").
+	rel := newReleaseCommand(a.set, a.id, false)
+	undo := &undoLog{c: a.c, key: a.set.keys[0], obs: a.obs, ctx: a.ctx}
+	pr := a.c.pending.begin(a.set.keys, len(a.acq))
+	for i, acq := range a.acq {
+		switch {
+		case a.returned[i]:
+			if a.mayHold[i] {
+				a.c.sendTo(i, a.undoCall(pr, i, rel, undo))
+			}
+		case acq.cancel():
+			// Still queued: it will never be written, so there is nothing to undo.
+		default:
+			// In flight: release once it has returned, whatever it answers (compare-and-
+			// delete leaves another holder's key alone), so the release cannot overtake it.
+			a.c.sendAfterTo(i, acq, a.undoCall(pr, i, rel, undo))
+		}
+	}
+	a.c.pending.end(pr)
+	return err
+}
+
+func (a *attempt) undoCall(pr *pendingRelease, i int, rel *command, undo *undoLog) *call {
+	cl := rel.newCall(0, undo)
+	cl.keep = true             // an undo is never dropped
+	a.c.pending.add(pr, i, cl) // the next attempt's acquire goes after it
+	return cl
+}
+
+// undoLog reports undos that did not reach their node.
+type undoLog struct {
+	c   *Client
+	key string
+	obs Observer // nil without one
+	ctx context.Context
+}
+
+func (u *undoLog) deliver(ev event) {
+	if u.obs != nil && firstOutcome(ev) {
+		u.c.observeNode(u.obs, u.ctx, OpUndo, ev, ev.err == nil && ev.val == 1)
+	}
+	if ev.final() && ev.err != nil {
+		u.c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
+			"key", quoteKey(u.key), "node", ev.node, "err", ev.err)
+	}
+}
+
+// keyTTLMillis is the PX, in milliseconds, that a lock key of a lock with the given TTL
+// gets on a node when it is set or extended: ttl plus the lock-delay ([WithLockDelay]).
+// The holder's validity is always computed from ttl itself; the key may live longer than
+// that, never shorter. checkKeyTTL has bounded the sum by MaxTTL.
+func (c *Client) keyTTLMillis(ttl time.Duration) int64 {
+	return (ttl + c.cfg.lockDelay).Milliseconds()
+}
+
+// counterIdleMillis is the idle TTL given to a fence counter, in milliseconds: the configured
+// idle TTL, but never shorter than the lock key's own PX (keyTTLMillis), so a counter cannot
+// expire while a key that has just used it may still be on the node. 0 means no expiry.
+func (c *Client) counterIdleMillis(ttl time.Duration) int64 {
+	if c.cfg.counterIdleTTL == 0 {
+		return 0
+	}
+	return max(c.cfg.counterIdleTTL.Milliseconds(), c.keyTTLMillis(ttl))
+}

@@ -1,0 +1,164 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client acquires locks on a fixed set of independent Redis nodes. It is safe for
+// concurrent use by many goroutines. Create it with [New]; call [Client.Close] when done so
+// that background work (undoing failed acquires, replies from slow nodes) is waited for.
+type Client struct {
+	nodes  []node
+	quorum int
+	cfg    config
+
+	mu        sync.RWMutex // guards closed against bg.Add racing with Close's Wait
+	closed    bool
+	closeDone chan struct{} // closed when the first Close has finished
+
+	heldMu  sync.Mutex
+	held    map[*Lock]struct{} // locks acquired and not yet released, for Close
+	wait    waitQueues         // this client's Acquire calls waiting for a key, in arrival order
+	wake    wakeHub            // releases announced by other processes, for the waiters (wakehub.go)
+	renewer renewer            // the renewals of every Do of this client (renew.go)
+	bg      sync.WaitGroup     // calls in flight and the background work they started
+	senders sync.WaitGroup     // the transport's sender goroutines (transport.go)
+	pending pendingReleases    // releases not yet final on every node (pending.go)
+}
+
+// New returns a Client over the given nodes. Each element must be a distinct, non-nil
+// go-redis client of an independent Redis server (or cluster); two clients with the same
+// address count as the same node. The quorum is a majority of the nodes, raised by
+// [WithAmnesiaTolerance]. New sends one command, INFO server, to every node, and refuses two
+// nodes that are the same server under two addresses (same run_id); it waits at most
+// min(node timeout, 1 s) for that, and a node that does not answer in time is not checked.
+// It returns an error matching ErrInvalidArgument for no nodes, a nil node, a node given
+// twice (the same client, the same address, or the same run_id), a nil option or an option
+// out of range. Sentinel-managed clients (redis.NewFailoverClient) have no address of their
+// own and are told apart by run_id alone. The clients stay owned by the caller: Close does
+// not close them.
+func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	ns, err := newNodes(nodes)
+	if err != nil {
+		return nil, err
+	}
+	cfg := defaultConfig()
+	for i, opt := range opts {
+		if opt == nil {
+			return nil, invalidf("option %d is nil", i)
+		}
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.renewFraction+cfg.cancelMargin >= 1 {
+		return nil, invalidf("renew fraction %v plus cancel margin %v must be below 1", cfg.renewFraction, cfg.cancelMargin)
+	}
+	q, err := quorumSize(len(ns), cfg.amnesiaTolerance)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{nodes: ns, quorum: q, cfg: cfg, closeDone: make(chan struct{}), held: map[*Lock]struct{}{}}
+	for i := range c.nodes {
+		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
+	}
+	c.renewer.c = c
+	c.wake.c, c.wake.linger = c, wakeLinger
+	if err := c.checkDistinct(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Quorum returns how many nodes must agree for an acquire, extend or release to succeed.
+func (c *Client) Quorum() int { return c.quorum }
+
+// Nodes returns the number of nodes.
+func (c *Client) Nodes() int { return len(c.nodes) }
+
+// Close shuts the client down: Acquire calls waiting between attempts return ErrClosed at
+// once; Close waits for every call in flight (a running [Client.Do] included) and the
+// background work they started (undoing failed acquires, replies arriving
+// after an outcome was decided), then releases every Lock of this client that is still held,
+// waits for those releases (each bounded as a Release is), and makes every later call fail
+// with ErrClosed. A Release after Close returns an error matching ErrReleased when Close
+// released the lock, ErrClosed when it could not. So the shutdown order is: stop the work
+// that uses the locks, then Close the Client, then close the node clients (Close does not
+// close them). Close is idempotent and safe to call concurrently with other calls; a second
+// Close waits for the first. A node that hangs delays Close until its go-redis client gives
+// up on the calls already written to it: with go-redis v9.23's defaults (a 5 s read timeout,
+// 3 retries) that can take 15 s or more; clients with ContextTimeoutEnabled stop at the exec
+// budget, max(4 × node timeout, 1 s). Close always returns nil.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	first := !c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if !first {
+		<-c.closeDone
+		return nil
+	}
+	c.wait.closeAll() // Acquire calls waiting for a key return ErrClosed at once
+	c.wake.close()    // the subscriptions and their goroutines
+	c.bg.Wait()
+	c.heldMu.Lock()
+	left := make([]*Lock, 0, len(c.held))
+	for l := range c.held {
+		left = append(left, l)
+	}
+	c.heldMu.Unlock()
+	var wg sync.WaitGroup
+	for _, l := range left {
+		wg.Go(func() { _ = l.release(context.Background(), true) })
+	}
+	wg.Wait()
+	c.bg.Wait()
+	c.senders.Wait()
+	close(c.closeDone)
+	return nil
+}
+
+// remember records a lock this client holds, for Close; forget removes it.
+func (c *Client) remember(l *Lock) {
+	c.heldMu.Lock()
+	c.held[l] = struct{}{}
+	c.heldMu.Unlock()
+}
+
+func (c *Client) forget(l *Lock) {
+	c.heldMu.Lock()
+	delete(c.held, l)
+	c.heldMu.Unlock()
+}
+
+// begin registers a call; end must follow when it returns.
+func (c *Client) begin() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.bg.Add(1)
+	return nil
+}
+
+func (c *Client) end() { c.bg.Done() }
+
+// lockArgs validates a key and a TTL and returns the TTL in whole milliseconds and the lock's
+// keys (the key and its fence counter).
+func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, lockKeys, error) {
+	set, err := newLockKeys(key)
+	if err != nil {
+		return 0, lockKeys{}, err
+	}
+	ttl, err = c.checkKeyTTL(ttl)
+	if err != nil {
+		return 0, lockKeys{}, err
+	}
+	return ttl, set, nil
+}
