@@ -214,6 +214,16 @@ func TestRealLockDelayReleaseClears(t *testing.T) {
 	// While b holds, an acquire with the delay fails; its undo deletes nothing of b's, and
 	// leaves no key of its own (it would otherwise sit there for TTL + delay).
 	settle(other)
+	settle(holder)
+	// b won on a quorum; a node where a's release came after b's acquire has no key of b's.
+	// Put b's key there, so that b holds every node before node 0 is freed.
+	for _, rc := range clients {
+		if rc.Get(ctx, key).Val() != b.ID() {
+			if err := rc.Set(ctx, key, b.ID(), ttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	if err := clients[0].Del(ctx, key).Err(); err != nil { // node 0 free, so the attempt takes it
 		t.Fatal(err)
 	}
