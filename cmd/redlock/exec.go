@@ -291,10 +291,48 @@ type heldLock struct {
 	until  func() time.Time
 }
 
-// lostDetail is the cause of a lost lock, without the "lock lost: <keys>: " that the
-// library's message starts with.
-func (cfg *execConfig) lostDetail(err error) string {
-	return strings.TrimPrefix(bare(err), "lock lost: "+cfg.lockName()+": ")
+// lostDetail says why the lock was lost (err matches redlock.ErrLockLost): the outcome of
+// the failed renewal when the library reports one (a *redlock.QuorumError), else what
+// ErrLockLost means.
+func lostDetail(err error) string {
+	if qe, ok := errors.AsType[*redlock.QuorumError](err); ok {
+		return "the last renewal: " + quorumDetail(qe)
+	}
+	return "no renewal was confirmed in time"
+}
+
+// attemptDetail describes a failed acquire from the library's *redlock.QuorumError, or,
+// when there is none (the acquire ended before an attempt), from the error's message.
+func attemptDetail(err error) string {
+	if qe, ok := errors.AsType[*redlock.QuorumError](err); ok {
+		return quorumDetail(qe)
+	}
+	return bare(err)
+}
+
+// quorumDetail describes an operation that a quorum did not confirm, from the error's
+// fields: the vote, the cause beyond the nodes' errors, and each node's error.
+func quorumDetail(qe *redlock.QuorumError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d of %d nodes agreed, quorum is %d", qe.Op, qe.Agreed, qe.Total, qe.Quorum)
+	if qe.Cause != nil {
+		b.WriteString(": " + bare(qe.Cause))
+	}
+	if qe.Nodes != nil {
+		for _, err := range qe.Nodes.Errors {
+			b.WriteString("; ")
+			if ne, ok := errors.AsType[*redlock.NodeError](err); ok {
+				fmt.Fprintf(&b, "node %d", ne.Node)
+				if ne.Addr != "" {
+					fmt.Fprintf(&b, " (%s)", ne.Addr)
+				}
+				b.WriteString(": " + nodeErrText(ne))
+				continue
+			}
+			b.WriteString(bare(err))
+		}
+	}
+	return b.String()
 }
 
 // execRun is one run of exec.
@@ -415,7 +453,7 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 		return &exitError{code: exitCannotRun, err: fmt.Errorf("exec: cannot start %q: %v (the lock was released)", cfg.argv[0], unwrapExecErr(res.startErr))}
 	case errors.Is(err, redlock.ErrLockLost) && res != nil:
 		return &exitError{code: cfg.lostCode, err: fmt.Errorf("exec: lock %s lost while the command ran: %s; %s",
-			cfg.lockName(), cfg.lostDetail(err), res.describe())}
+			cfg.lockName(), lostDetail(err), res.describe())}
 	case errors.Is(err, redlock.ErrInvalidArgument):
 		return usageErrorf("exec: bad KEY or --ttl: %s", bare(err))
 	case err != nil:
@@ -468,13 +506,13 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 	// each node than the acquire did, so that a slow node is not mistaken for a dead one.
 	dc, derr := redlock.New(clients, redlock.WithNodeTimeout(max(cfg.nodeTimeout, diagnoseTimeout)), redlock.WithAmnesiaTolerance(cfg.amnesia))
 	if derr != nil {
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, bare(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, attemptDetail(err))}
 	}
 	defer dc.Close()
 	st, serr := x.contended(context.WithoutCancel(acqCtx), dc)
 	switch {
 	case serr != nil:
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, bare(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, attemptDetail(err))}
 	case answered(st) < st.Quorum:
 		var failed []string
 		for _, ns := range st.Nodes {
@@ -488,7 +526,7 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 		// Free now: the holder let go just after our attempt, or the attempt failed for
 		// another reason (a split vote, slow nodes); its own error says which.
 		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s; the attempt: %s",
-			cfg.lockName(), how, x.describeHolder(st), bare(err))}
+			cfg.lockName(), how, x.describeHolder(st), attemptDetail(err))}
 	}
 	return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, x.describeHolder(st))}
 }
