@@ -9,13 +9,10 @@ import (
 	"io"
 	iofs "io/fs"
 	"log/slog"
-	"os"
 	"os/exec"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -71,14 +68,8 @@ const (
 	// minKillSafety is the smallest allowance between SIGKILL and the lock's validity
 	// deadline; see killSafety.
 	minKillSafety = 250 * time.Millisecond
-	// killWait bounds the wait for a process group to vanish after SIGKILL. Only a process
-	// stuck in the kernel (uninterruptible sleep) outlives it.
-	killWait = 2 * time.Second
 	// diagnoseTimeout is the node timeout of the status read that explains a failed acquire.
 	diagnoseTimeout = 2 * time.Second
-	// groupPoll is how often the command's process group is checked once the command
-	// itself has exited.
-	groupPoll = 10 * time.Millisecond
 
 	defaultConflictExitCode = 75 // EX_TEMPFAIL in sysexits.h
 	defaultLostExitCode     = 76
@@ -245,24 +236,6 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	return cfg, nil
 }
 
-// lockEnv are the variables exec sets for its command.
-var lockEnv = []string{"REDLOCK_KEY", "REDLOCK_TOKEN", "REDLOCK_KEYS", "REDLOCK_TOKENS"}
-
-// childEnv is the environment of exec's command: redlock's own, less the variables that
-// name the nodes or carry their credentials (credentialEnv) unless keep is set, and less
-// any of lockEnv, which exec sets itself.
-func childEnv(environ []string, keep bool) []string {
-	out := make([]string, 0, len(environ))
-	for _, kv := range environ {
-		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(lockEnv, name) || (!keep && slices.Contains(credentialEnv, name)) {
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
-}
-
 // unwrapExecErr drops the 'exec: "name": ' prefix of os/exec's errors.
 func unwrapExecErr(err error) error {
 	var ee *exec.Error
@@ -284,17 +257,48 @@ func (cfg *execConfig) lockName() string {
 	return "[" + strings.Join(q, " ") + "]"
 }
 
-// heldLock is what the supervision of the command needs of the lock, single or multi-key.
-type heldLock struct {
-	env    []string // the command's REDLOCK_ variables
-	tokens []string // for --verbose
-	until  func() time.Time
+// lostDetail says why the lock was lost (err matches redlock.ErrLockLost): the outcome of
+// the failed renewal when the library reports one (a *redlock.QuorumError), else what
+// ErrLockLost means.
+func lostDetail(err error) string {
+	if qe, ok := errors.AsType[*redlock.QuorumError](err); ok {
+		return "the last renewal: " + quorumDetail(qe)
+	}
+	return "no renewal was confirmed in time"
 }
 
-// lostDetail is the cause of a lost lock, without the "lock lost: <keys>: " that the
-// library's message starts with.
-func (cfg *execConfig) lostDetail(err error) string {
-	return strings.TrimPrefix(bare(err), "lock lost: "+cfg.lockName()+": ")
+// attemptDetail describes a failed acquire from the library's *redlock.QuorumError, or,
+// when there is none (the acquire ended before an attempt), from the error's message.
+func attemptDetail(err error) string {
+	if qe, ok := errors.AsType[*redlock.QuorumError](err); ok {
+		return quorumDetail(qe)
+	}
+	return bare(err)
+}
+
+// quorumDetail describes an operation that a quorum did not confirm, from the error's
+// fields: the vote, the cause beyond the nodes' errors, and each node's error.
+func quorumDetail(qe *redlock.QuorumError) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d of %d nodes agreed, quorum is %d", qe.Op, qe.Agreed, qe.Total, qe.Quorum)
+	if qe.Cause != nil {
+		b.WriteString(": " + bare(qe.Cause))
+	}
+	if qe.Nodes != nil {
+		for _, err := range qe.Nodes.Errors {
+			b.WriteString("; ")
+			if ne, ok := errors.AsType[*redlock.NodeError](err); ok {
+				fmt.Fprintf(&b, "node %d", ne.Node)
+				if ne.Addr != "" {
+					fmt.Fprintf(&b, " (%s)", ne.Addr)
+				}
+				b.WriteString(": " + nodeErrText(ne))
+				continue
+			}
+			b.WriteString(bare(err))
+		}
+	}
+	return b.String()
 }
 
 // execRun is one run of exec.
@@ -332,17 +336,9 @@ func (x *execRun) describeHolder(st *redlock.Status) string {
 	return fmt.Sprintf("key %q: %s", x.statusKey, describeHolder(st))
 }
 
-// errWaitExpired is the cause of the acquire context's end when --wait ran out.
-var errWaitExpired = errors.New("--wait ran out")
-
 // errNotStarted is returned by Do's function when the lock was granted just as the
 // acquire was being given up (--wait ran out, or a signal came): the command is not started.
 var errNotStarted = errors.New("lock granted too late: the command was not started")
-
-// interrupted is the cause of the acquire context's end when a signal came first.
-type interrupted struct{ sig os.Signal }
-
-func (i *interrupted) Error() string { return "interrupted by " + signalName(i.sig) }
 
 func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	cfg := x.cfg
@@ -415,7 +411,7 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 		return &exitError{code: exitCannotRun, err: fmt.Errorf("exec: cannot start %q: %v (the lock was released)", cfg.argv[0], unwrapExecErr(res.startErr))}
 	case errors.Is(err, redlock.ErrLockLost) && res != nil:
 		return &exitError{code: cfg.lostCode, err: fmt.Errorf("exec: lock %s lost while the command ran: %s; %s",
-			cfg.lockName(), cfg.lostDetail(err), res.describe())}
+			cfg.lockName(), lostDetail(err), res.describe())}
 	case errors.Is(err, redlock.ErrInvalidArgument):
 		return usageErrorf("exec: bad KEY or --ttl: %s", bare(err))
 	case err != nil:
@@ -468,13 +464,13 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 	// each node than the acquire did, so that a slow node is not mistaken for a dead one.
 	dc, derr := redlock.New(clients, redlock.WithNodeTimeout(max(cfg.nodeTimeout, diagnoseTimeout)), redlock.WithAmnesiaTolerance(cfg.amnesia))
 	if derr != nil {
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, bare(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, attemptDetail(err))}
 	}
 	defer dc.Close()
 	st, serr := x.contended(context.WithoutCancel(acqCtx), dc)
 	switch {
 	case serr != nil:
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, bare(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, attemptDetail(err))}
 	case answered(st) < st.Quorum:
 		var failed []string
 		for _, ns := range st.Nodes {
@@ -488,7 +484,7 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 		// Free now: the holder let go just after our attempt, or the attempt failed for
 		// another reason (a split vote, slow nodes); its own error says which.
 		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s; the attempt: %s",
-			cfg.lockName(), how, x.describeHolder(st), bare(err))}
+			cfg.lockName(), how, x.describeHolder(st), attemptDetail(err))}
 	}
 	return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, x.describeHolder(st))}
 }
@@ -516,269 +512,4 @@ func verboseLogger(w io.Writer) *slog.Logger {
 			return a
 		},
 	}))
-}
-
-// childResult is what happened to the command.
-type childResult struct {
-	startErr  error
-	state     *os.ProcessState
-	exitedAt  time.Time
-	lost      bool      // the lock was reported lost while the command ran
-	termAt    time.Time // when the group got SIGTERM from redlock; zero if never
-	killAt    time.Time // when the group got SIGKILL; zero if never
-	leftovers bool      // the command exited but left running processes in its group
-	stuck     bool      // processes of the group still ran killWait after SIGKILL
-}
-
-// describe says what happened to the command after the lock was lost.
-func (r *childResult) describe() string {
-	if r.state == nil {
-		return "the command's status is unknown"
-	}
-	_, what := exitStatus(r.state)
-	var s string
-	switch {
-	case r.termAt.IsZero() || r.exitedAt.Before(r.termAt):
-		if rest, ok := strings.CutPrefix(what, "was "); ok {
-			s = "the command had already been " + rest
-		} else {
-			s = "the command had already " + what
-		}
-	case !r.killAt.IsZero() && !r.exitedAt.Before(r.killAt):
-		s = fmt.Sprintf("the command got SIGTERM, then SIGKILL %v later, and %s", r.killAt.Sub(r.termAt).Round(time.Millisecond), what)
-	default:
-		s = "the command got SIGTERM and " + what
-	}
-	if !r.killAt.IsZero() && r.exitedAt.Before(r.killAt) {
-		s += fmt.Sprintf("; the rest of its process group got SIGKILL %v after SIGTERM", r.killAt.Sub(r.termAt).Round(time.Millisecond))
-	}
-	if r.stuck {
-		s += fmt.Sprintf("; some of its processes were still there %v after SIGKILL", killWait)
-	}
-	return s
-}
-
-// supervise starts the command and waits until it has exited and its process group is
-// empty. Meanwhile it forwards the signals from fwd to the group and, when fctx ends (the
-// lock is being lost), sends the group SIGTERM and then SIGKILL, the latter no later than
-// killSafety(ttl) before the lock's validity deadline. It returns only once the command has
-// been reaped.
-func (x *execRun) supervise(fctx context.Context, l heldLock, fwd <-chan os.Signal) *childResult {
-	cfg := x.cfg
-	res := &childResult{}
-	cmd := exec.Command(cfg.path, cfg.argv[1:]...)
-	cmd.Args[0] = cfg.argv[0]
-	cmd.Env = append(childEnv(os.Environ(), cfg.keepNodeEnv), l.env...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, x.e.stdout, x.e.stderr
-	tty, foreground := foregroundTTY()
-	cmd.SysProcAttr = childSysProcAttr(foreground, tty)
-	if err := cmd.Start(); err != nil {
-		res.startErr = err
-		return res
-	}
-	pgid := cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() { // owned here: every return below comes after exited is closed
-		_ = cmd.Wait()
-		close(exited)
-	}()
-
-	var (
-		done    = (<-chan struct{})(exited)
-		lost    = fctx.Done()
-		killC   <-chan time.Time
-		pollC   <-chan time.Time
-		killTm  *time.Timer
-		killDue time.Time // when SIGKILL is due; zero until SIGTERM was sent
-	)
-	defer func() {
-		if killTm != nil {
-			killTm.Stop()
-		}
-	}()
-	// terminate sends SIGTERM to the group once, and arms SIGKILL for at (or keeps an
-	// earlier one).
-	terminate := func(at time.Time) {
-		now := time.Now()
-		if res.termAt.IsZero() {
-			res.termAt = now
-			_ = signalGroup(pgid, syscall.SIGTERM)
-		}
-		if !res.killAt.IsZero() || (!killDue.IsZero() && !at.Before(killDue)) {
-			return // SIGKILL sent already, or due no later than at
-		}
-		if killTm != nil {
-			killTm.Stop()
-		}
-		killDue = at
-		killTm = time.NewTimer(at.Sub(now))
-		killC = killTm.C
-	}
-	kill := func() {
-		killC = nil
-		res.killAt = time.Now()
-		x.notef("sending SIGKILL to the command's process group")
-		_ = signalGroup(pgid, syscall.SIGKILL)
-	}
-	var ticker *time.Ticker
-	defer func() {
-		if ticker != nil {
-			ticker.Stop()
-		}
-	}()
-	for {
-		// An overdue SIGKILL goes first: after a scheduling delay several events may be
-		// ready at once, and select would pick one of them at random.
-		if !killDue.IsZero() && res.killAt.IsZero() && !time.Now().Before(killDue) {
-			kill()
-		}
-		select {
-		case s := <-fwd:
-			x.notef("forwarding %s to the command", signalName(s))
-			_ = signalGroup(pgid, s)
-		case <-lost:
-			lost = nil
-			res.lost = true
-			at := time.Now().Add(cfg.grace)
-			if last := l.until().Add(-killSafety(cfg.ttl)); last.Before(at) {
-				at = last // the renewer was late: keep SIGKILL ahead of the deadline
-			}
-			x.notef("lock lost: sending SIGTERM to the command, SIGKILL in %v", time.Until(at).Round(time.Millisecond))
-			terminate(at)
-		case <-done:
-			done = nil
-			res.state, res.exitedAt = cmd.ProcessState, time.Now()
-			if foreground {
-				restoreForeground(tty)
-			}
-			if !groupAlive(pgid) {
-				return res
-			}
-			res.leftovers = true
-			if res.termAt.IsZero() {
-				fmt.Fprintf(x.e.stderr, "redlock: exec: the command exited but left processes running in its process group; "+
-					"sending them SIGTERM (SIGKILL in %v) before releasing the lock\n", cfg.grace)
-				terminate(time.Now().Add(cfg.grace))
-			}
-			ticker = time.NewTicker(groupPoll)
-			pollC = ticker.C
-		case <-pollC:
-			if !groupAlive(pgid) {
-				return res
-			}
-			if !res.killAt.IsZero() && time.Since(res.killAt) > killWait {
-				res.stuck = true
-				return res
-			}
-		case <-killC:
-			if res.killAt.IsZero() {
-				kill()
-			}
-		}
-	}
-}
-
-// router owns the signals exec receives. While the lock is being acquired, a signal (or the
-// end of --wait) aborts the acquire; once the command runs, signals are passed on through
-// fwd. begin switches from the first phase to the second, atomically with respect to an
-// abort, so a signal is never both lost and acted on.
-type router struct {
-	in    chan os.Signal
-	fwd   chan os.Signal
-	abort context.CancelCauseFunc
-
-	mu      sync.Mutex
-	running bool // begin succeeded
-	aborted bool // the acquire was aborted
-
-	quit chan struct{}
-	done chan struct{}
-}
-
-// startRouter subscribes to the forwarded signals and starts the routing goroutine, which
-// also ends the acquire when wait (if > 0) runs out. Call stop when done.
-func startRouter(abort context.CancelCauseFunc, wait time.Duration) *router {
-	r := &router{
-		in:    make(chan os.Signal, len(forwardedSignals)),
-		fwd:   make(chan os.Signal, 16),
-		abort: abort,
-		quit:  make(chan struct{}),
-		done:  make(chan struct{}),
-	}
-	// A signal ignored when redlock started stays ignored, for redlock and for the command
-	// (which inherits the disposition): "nohup redlock exec ..." must not pass a hangup on.
-	// Subscribing to it would un-ignore it. (SIGINT and SIGTERM are already subscribed to
-	// by main, so they are never found ignored here.)
-	var sigs []os.Signal
-	for _, s := range forwardedSignals {
-		if !signal.Ignored(s) {
-			sigs = append(sigs, s)
-		}
-	}
-	signal.Notify(r.in, sigs...)
-	var timeout <-chan time.Time
-	var t *time.Timer
-	if wait > 0 {
-		t = time.NewTimer(wait)
-		timeout = t.C
-	}
-	go func() {
-		defer close(r.done)
-		if t != nil {
-			defer t.Stop()
-		}
-		for {
-			select {
-			case s := <-r.in:
-				r.deliver(s)
-			case <-timeout:
-				r.giveUp(errWaitExpired)
-			case <-r.quit:
-				return
-			}
-		}
-	}()
-	return r
-}
-
-func (r *router) deliver(s os.Signal) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch {
-	case r.running:
-		select {
-		case r.fwd <- s:
-		default: // 16 undelivered signals pending: the command has plenty to act on
-		}
-	case !r.aborted:
-		r.aborted = true
-		r.abort(&interrupted{sig: s})
-	}
-}
-
-func (r *router) giveUp(cause error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.running && !r.aborted {
-		r.aborted = true
-		r.abort(cause)
-	}
-}
-
-// begin reports whether the command may start: false when the acquire was aborted first.
-func (r *router) begin() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.aborted {
-		return false
-	}
-	r.running = true
-	return true
-}
-
-// stop unsubscribes from the signals and waits for the routing goroutine.
-func (r *router) stop() {
-	signal.Stop(r.in)
-	close(r.quit)
-	<-r.done
 }
