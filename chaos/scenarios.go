@@ -210,15 +210,11 @@ var scenarios = []*Scenario{
 			"others' and its SETs land after acquisitions have been decided (stragglers).",
 		Expect: Expect{LiveDuringFault: "slow node"},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
-		script: func(ctx context.Context, r *Run) error {
-			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-				return err
-			}
+		script: phased(func(ctx context.Context, r *Run) error {
 			f := r.SlowNode(r.Rand.IntN(r.Nodes()), r.Profile.NodeTimeout/3)
-			err := r.Soak(ctx, r.Profile.Window)
-			r.UnslowNode(f)
-			return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
-		},
+			defer r.UnslowNode(f)
+			return r.Soak(ctx, r.Profile.Window)
+		}),
 	},
 	{
 		Name: "minority-down", Group: groupNode,
@@ -229,7 +225,7 @@ var scenarios = []*Scenario{
 			"once; minority-down-retrying shows what go-redis's default retries cost.",
 		Expect: Expect{LiveDuringFault: "node down"},
 		setup:  setup{nodes: 5, keys: 1, persist: true, writes: 3, noRetries: true},
-		script: killMinority,
+		script: phased(killMinority),
 	},
 	{
 		Name: "restart-persistent", Group: groupNode,
@@ -239,7 +235,7 @@ var scenarios = []*Scenario{
 			"so no one else can assemble a quorum while A holds.",
 		Expect: Expect{},
 		setup:  setup{nodes: 5, keys: 1, persist: true, writes: 3},
-		script: bareQuorumRestart,
+		script: scripted(bareQuorumRestart),
 	},
 	{
 		Name: "restart-amnesia", Group: groupNode,
@@ -251,7 +247,7 @@ var scenarios = []*Scenario{
 			"store refuses A's next write.",
 		Expect: Expect{Violation: true, Rejections: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
-		script: bareQuorumRestart,
+		script: scripted(bareQuorumRestart),
 	},
 	{
 		Name: "restart-amnesia-f1", Group: groupNode,
@@ -261,7 +257,7 @@ var scenarios = []*Scenario{
 			"until A has stopped.",
 		Expect: Expect{},
 		setup:  setup{nodes: 5, keys: 1, amnesia: 1, writes: 3},
-		script: bareQuorumRestart,
+		script: scripted(bareQuorumRestart),
 	},
 	{
 		Name: "rolling-restart", Group: groupNode,
@@ -273,7 +269,7 @@ var scenarios = []*Scenario{
 			"token. A keeps a quorum throughout and finishes; nobody else gets the lock meanwhile.",
 		Expect: Expect{Kept: "long hold"},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
-		script: rollingRestart,
+		script: scripted(rollingRestart),
 	},
 	{
 		Name: "rolling-restart-no-healing", Group: groupNode,
@@ -284,7 +280,7 @@ var scenarios = []*Scenario{
 			"still counts on its last renewal, and only fencing protects the store then.",
 		Expect: Expect{Lost: "long hold", MayOverlap: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3, noHealing: true},
-		script: rollingRestart,
+		script: scripted(rollingRestart),
 	},
 	{
 		Name: "client-pause", Group: groupClient,
@@ -295,16 +291,9 @@ var scenarios = []*Scenario{
 			"store refuses it. client-pause-lock-delay is the same pause with WithLockDelay.",
 		Expect: Expect{Violation: true, Rejections: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
-		script: func(ctx context.Context, r *Run) error {
-			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-				return err
-			}
+		script: scripted(func(ctx context.Context, r *Run) error {
 			actor := r.Rand.IntN(r.Clients())
 			challenger := r.Other(actor)
-			if err := r.ParkAll(ctx); err != nil {
-				return err
-			}
-			defer r.UnparkAll()
 			var pauseErr error // written by the paused writer, read after its hold ended (ordered by the recorder)
 			hold, err := r.Begin(ctx, actor, Plan{Role: "paused", Writes: 2, Gap: r.TTL() / 20,
 				Before: func(_ context.Context, hold, seq int) {
@@ -321,9 +310,8 @@ var scenarios = []*Scenario{
 				return err
 			}
 			err = r.AwaitHoldEnd(ctx, hold, 15*r.TTL()+10*time.Second)
-			r.UnparkAll()
-			return errors.Join(err, pauseErr, r.Soak(ctx, r.Profile.Cooldown))
-		},
+			return errors.Join(err, pauseErr)
+		}),
 	},
 	{
 		Name: "client-pause-lock-delay", Group: groupClient,
@@ -336,16 +324,9 @@ var scenarios = []*Scenario{
 			"would have been just as safe: no two holders overlapped.",
 		Expect: Expect{},
 		setup:  setup{nodes: 5, keys: 1, writes: 3, lockDelay: 2},
-		script: func(ctx context.Context, r *Run) error {
-			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-				return err
-			}
+		script: scripted(func(ctx context.Context, r *Run) error {
 			actor := r.Rand.IntN(r.Clients())
 			challenger := r.Other(actor)
-			if err := r.ParkAll(ctx); err != nil {
-				return err
-			}
-			defer r.UnparkAll()
 			hold, err := r.Begin(ctx, actor, Plan{Role: "paused", Writes: 2, Gap: r.TTL() / 20,
 				Before: func(_ context.Context, hold, seq int) {
 					if seq != 1 {
@@ -369,9 +350,8 @@ var scenarios = []*Scenario{
 				// (or A's keys have served the delay).
 				err = r.awaitTakeover(ctx, hold, challenger, 10*r.TTL()+5*time.Second)
 			}
-			r.UnparkAll()
-			return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
-		},
+			return err
+		}),
 	},
 	{
 		Name: "clock-jump-partition", Group: groupClient,
@@ -382,27 +362,20 @@ var scenarios = []*Scenario{
 			"A's is still valid; B's token is larger, and the store refuses A's next write.",
 		Expect: Expect{Violation: true, Rejections: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
-		script: func(ctx context.Context, r *Run) error {
-			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-				return err
-			}
+		script: scripted(func(ctx context.Context, r *Run) error {
 			actor := r.Rand.IntN(r.Clients())
 			challenger := r.Other(actor)
 			perm := r.Rand.Perm(r.Nodes())
 			q := r.Quorum()
 			side, victim := perm[:q], perm[q-1]
 			other := append(slices.Clone(perm[q:]), victim)
-			if err := r.ParkAll(ctx); err != nil {
-				return err
-			}
-			defer r.UnparkAll()
 			reach := map[int][]int{}
 			for c := range r.Clients() {
 				reach[c] = other
 			}
 			reach[actor] = side
 			pf := r.Partition(reach, fmt.Sprintf("client %d reaches nodes %v, the others reach %v", actor, sorted(side), sorted(other)))
-			defer r.Heal(pf)
+			defer r.Heal(pf) // when the script returns, before the clients go on
 			hold, err := r.Begin(ctx, actor, Plan{Role: "holder", Writes: 30, Gap: r.TTL() / 20})
 			if err != nil {
 				return err
@@ -411,11 +384,8 @@ var scenarios = []*Scenario{
 				return err
 			}
 			r.Unpark(challenger)
-			err = r.AwaitHoldEnd(ctx, hold, 4*r.TTL()+5*time.Second)
-			r.Heal(pf)
-			r.UnparkAll()
-			return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
-		},
+			return r.AwaitHoldEnd(ctx, hold, 4*r.TTL()+5*time.Second)
+		}),
 	},
 	{
 		Name: "delayed-write", Group: groupClient,
@@ -425,16 +395,9 @@ var scenarios = []*Scenario{
 			"old write arrives at the store, which refuses it.",
 		Expect: Expect{Rejections: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
-		script: func(ctx context.Context, r *Run) error {
-			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-				return err
-			}
+		script: scripted(func(ctx context.Context, r *Run) error {
 			actor := r.Rand.IntN(r.Clients())
 			challenger := r.Other(actor)
-			if err := r.ParkAll(ctx); err != nil {
-				return err
-			}
-			defer r.UnparkAll()
 			// late and lateErr are written by the writer's and the store's goroutines and read
 			// here after an Await that saw the write applied: the recorder's mutex orders them.
 			late := -1
@@ -472,9 +435,8 @@ var scenarios = []*Scenario{
 			err = r.rec.Await(ctx, 15*r.TTL()+10*time.Second, "the delayed write to reach the store", func(h *History) bool {
 				return late >= 0 && h.Writes[late].Applied >= 0
 			})
-			r.UnparkAll()
-			return errors.Join(err, lateErr, r.Soak(ctx, r.Profile.Cooldown))
-		},
+			return errors.Join(err, lateErr)
+		}),
 	},
 	{
 		Name: "minority-down-retrying", Group: groupLiveness,
@@ -486,7 +448,7 @@ var scenarios = []*Scenario{
 			"splitting. Safety must hold; the lab measures the locks granted during the outage.",
 		Expect: Expect{},
 		setup:  setup{nodes: 5, keys: 1, persist: true, writes: 3},
-		script: killMinority,
+		script: phased(killMinority),
 	},
 	{
 		Name: "hung-node", Group: groupLiveness,
@@ -498,18 +460,15 @@ var scenarios = []*Scenario{
 			"the lab measures what the hung node costs in throughput and waiting.",
 		Expect: Expect{},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
-		script: func(ctx context.Context, r *Run) error {
-			if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-				return err
-			}
+		script: phased(func(ctx context.Context, r *Run) error {
 			n := r.Rand.IntN(r.Nodes())
 			f, err := r.PauseNode(n)
 			if err != nil {
 				return err
 			}
 			err = r.Soak(ctx, r.Profile.Window)
-			return errors.Join(err, r.ResumeNode(n, f), r.Soak(ctx, r.Profile.Cooldown))
-		},
+			return errors.Join(err, r.ResumeNode(n, f))
+		}),
 	},
 	{
 		Name: "retry-storm", Group: groupLiveness,
@@ -526,11 +485,36 @@ var scenarios = []*Scenario{
 	},
 }
 
+// phased makes a script of body that plays the phases of an experiment: Warmup of plain
+// workload, body (the fault), then Cooldown of plain workload. The cool-down follows
+// whatever body returned, and its error is joined with body's; a failed warm-up ends the
+// script.
+func phased(body func(ctx context.Context, r *Run) error) func(ctx context.Context, r *Run) error {
+	return func(ctx context.Context, r *Run) error {
+		if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
+			return err
+		}
+		err := body(ctx, r)
+		return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
+	}
+}
+
+// scripted is phased for a choreographed fault: once the warm-up is over, every client is
+// parked (ParkAll) and body runs, letting clients go itself (Begin, Unpark, Park). When body
+// returns (after its own deferred calls, such as a Heal), every client goes on (UnparkAll)
+// and the cool-down follows.
+func scripted(body func(ctx context.Context, r *Run) error) func(ctx context.Context, r *Run) error {
+	return phased(func(ctx context.Context, r *Run) error {
+		defer r.UnparkAll() // also when ParkAll fails: no client stays parked for the cool-down
+		if err := r.ParkAll(ctx); err != nil {
+			return err
+		}
+		return body(ctx, r)
+	})
+}
+
 // killMinority kills N − Q nodes, waits a window, and restarts them.
 func killMinority(ctx context.Context, r *Run) error {
-	if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-		return err
-	}
 	perm := r.Rand.Perm(r.Nodes())
 	var errs []error
 	var down []int
@@ -545,26 +529,20 @@ func killMinority(ctx context.Context, r *Run) error {
 			errs = append(errs, r.RestartNode(ctx, n, down[i]))
 		}
 	}
-	return errors.Join(append(errs, r.Soak(ctx, r.Profile.Cooldown))...)
+	return errors.Join(errs...)
 }
 
 // bareQuorumRestart is the script shared by the three restart scenarios: the holder reaches
-// only a bare quorum, and one node of it crashes and restarts at once.
+// only a bare quorum, and one node of it crashes and restarts at once. It runs under
+// scripted: every client is parked when it starts.
 func bareQuorumRestart(ctx context.Context, r *Run) error {
-	if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-		return err
-	}
 	actor := r.Rand.IntN(r.Clients())
 	challenger := r.Other(actor)
 	perm := r.Rand.Perm(r.Nodes())
 	side := perm[:r.Quorum()]
 	victim := side[r.Rand.IntN(len(side))]
-	if err := r.ParkAll(ctx); err != nil {
-		return err
-	}
-	defer r.UnparkAll()
 	pf := r.Partition(map[int][]int{actor: side}, fmt.Sprintf("client %d reaches only nodes %v", actor, sorted(side)))
-	defer r.Heal(pf)
+	defer r.Heal(pf) // when the script returns, before the clients go on
 	// 30 writes, TTL/20 apart: a section of 1.5 TTL, so the holder must renew.
 	hold, err := r.Begin(ctx, actor, Plan{Role: "holder", Writes: 30, Gap: r.TTL() / 20})
 	if err != nil {
@@ -578,9 +556,7 @@ func bareQuorumRestart(ctx context.Context, r *Run) error {
 	r.Unpark(challenger)
 	err = r.AwaitHoldEnd(ctx, hold, 4*r.TTL()+5*time.Second)
 	r.NoteCounters(ctx, "fence counters when the holder stopped")
-	r.Heal(pf)
-	r.UnparkAll()
-	return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
+	return err
 }
 
 // pausedPastValidity checks that the hold's critical section ended after its validity
@@ -619,16 +595,9 @@ func (r *Run) awaitTakeover(ctx context.Context, hold, c int, limit time.Duratio
 
 // rollingRestart: one client holds the lock for 6 TTLs while the other clients keep trying
 // and the nodes restart empty one at a time, each once the previous one is back and the
-// hold has been renewed twice since (or has ended).
+// hold has been renewed twice since (or has ended). It runs under scripted.
 func rollingRestart(ctx context.Context, r *Run) error {
-	if err := r.Soak(ctx, r.Profile.Warmup); err != nil {
-		return err
-	}
 	actor := r.Rand.IntN(r.Clients())
-	if err := r.ParkAll(ctx); err != nil {
-		return err
-	}
-	defer r.UnparkAll()
 	hold, err := r.Begin(ctx, actor, Plan{Role: "long hold", Writes: 60, Gap: r.TTL() / 10})
 	if err != nil {
 		return err
@@ -648,7 +617,7 @@ func rollingRestart(ctx context.Context, r *Run) error {
 	}
 	err = r.AwaitHoldEnd(ctx, hold, 10*r.TTL()+5*time.Second)
 	r.NoteCounters(ctx, "fence counters when the long hold ended")
-	return errors.Join(err, r.Soak(ctx, r.Profile.Cooldown))
+	return err
 }
 
 func (r *Run) holdEnded(hold int) (ended bool) {

@@ -26,9 +26,13 @@ import (
 // node) link has its own latency, which makes the order of replies, and so each run,
 // deterministic; a link can also be cut (a blackhole) or slowed. Faults are actions of a
 // rapid state machine, and the safety invariants are checked after every step.
+//
+// Its types are named bubble* (bubbleWorld, bubbleConfig, ...) to keep them apart from the
+// world of the root package's property tests (simWorld in property_test.go), which is a
+// different model.
 
-// simConfig says which faults a simulated world has and which claims hold in it.
-type simConfig struct {
+// bubbleConfig says which faults a simulated world has and which claims hold in it.
+type bubbleConfig struct {
 	nodes, clients int
 	amnesia        int  // WithAmnesiaTolerance
 	wipe           int  // nodes 0..wipe-1 may lose their state (FLUSHALL); -1: any node
@@ -48,7 +52,7 @@ type simConfig struct {
 // The worlds. Where a claim is not made, it is because docs/design.md does not make it:
 // clock jumps break mutual exclusion; state loss on more than f nodes breaks it too and
 // leaves the tokens to the clock-seed remedy, whose margin late scripts can eat (§5.6).
-var simConfigs = map[string]simConfig{
+var bubbleConfigs = map[string]bubbleConfig{
 	"safe":           {nodes: 5, clients: 3, delays: true, claimME: true, claimTokens: true},
 	"three-nodes":    {nodes: 3, clients: 2, delays: true, claimME: true, claimTokens: true},
 	"amnesia-f1":     {nodes: 5, clients: 3, amnesia: 1, wipe: 1, delays: true, claimME: true, claimTokens: true},
@@ -59,26 +63,26 @@ var simConfigs = map[string]simConfig{
 	"wipes-late-scripts": {nodes: 5, clients: 3, wipe: -1, delays: true},
 }
 
-const simKey = "sim:key"
+const bubbleKey = "sim:key"
 
-// simLink is the network between one client and one node.
-type simLink struct {
+// bubbleLink is the network between one client and one node.
+type bubbleLink struct {
 	mu    sync.Mutex
 	cut   bool
 	delay time.Duration
 	base  time.Duration // distinct per link: fixes the order of replies
 }
 
-func (l *simLink) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (l *bubbleLink) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (l *simLink) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (l *bubbleLink) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
 // ProcessHook delays a command on its way to the node and back, in the bubble's time, and
 // swallows it when the link is cut (the sender's context then ends it). A command that
 // arrives is executed even if its sender has stopped waiting, as on a real network.
-func (l *simLink) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (l *bubbleLink) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if ctx.Value(inLink{}) != nil {
 			return next(ctx, cmd) // the connection's own handshake, inside a delivered command
@@ -108,8 +112,8 @@ type frozenClock struct{ t time.Time }
 
 func (c frozenClock) Now() time.Time { return c.t }
 
-// simLock is one successful acquisition.
-type simLock struct {
+// bubbleLock is one successful acquisition.
+type bubbleLock struct {
 	client   int
 	ttl      time.Duration
 	lock     *redlock.Lock
@@ -121,31 +125,31 @@ type simLock struct {
 }
 
 // end is when the lock stopped being a valid lock: its deadline, or its release.
-func (l *simLock) end() time.Time {
+func (l *bubbleLock) end() time.Time {
 	if l.released && l.relAt.Before(l.until) {
 		return l.relAt
 	}
 	return l.until
 }
 
-type simWorld struct {
-	cfg     simConfig
+type bubbleWorld struct {
+	cfg     bubbleConfig
 	servers []*miniredis.Miniredis
-	links   [][]*simLink // [client][node]
+	links   [][]*bubbleLink // [client][node]
 	rcs     []*redis.Client
 	clients []*redlock.Client
 	rec     *Recorder
 	reg     *Register
-	locks   []*simLock
+	locks   []*bubbleLock
 	latest  []int // per client: its latest lock in locks, -1 for none
 	log     []string
 	// Broken claims seen where they are not claimed, at the last check.
 	meBreaks, tokenBreaks, staleBreaks int
 }
 
-// newSimWorld builds a world inside the current synctest bubble. close must be called.
-func newSimWorld(cfg simConfig) (*simWorld, error) {
-	w := &simWorld{cfg: cfg}
+// newBubbleWorld builds a world inside the current synctest bubble. close must be called.
+func newBubbleWorld(cfg bubbleConfig) (*bubbleWorld, error) {
+	w := &bubbleWorld{cfg: cfg}
 	for range cfg.nodes {
 		m := miniredis.NewMiniRedis()
 		m.ClockTTL(true)
@@ -153,10 +157,10 @@ func newSimWorld(cfg simConfig) (*simWorld, error) {
 	}
 	frozenAt := time.Now() // one constant seed for every client: New's own round trips take time
 	for c := range cfg.clients {
-		var links []*simLink
+		var links []*bubbleLink
 		var cs []redis.UniversalClient
 		for n, m := range w.servers {
-			l := &simLink{base: time.Duration(c*cfg.nodes+n+1) * time.Microsecond}
+			l := &bubbleLink{base: time.Duration(c*cfg.nodes+n+1) * time.Microsecond}
 			links = append(links, l)
 			rc := redis.NewClient(&redis.Options{
 				Addr:   fmt.Sprintf("127.0.0.1:%d", 20000+c*100+n), // never dialled: an IP avoids DNS
@@ -185,12 +189,12 @@ func newSimWorld(cfg simConfig) (*simWorld, error) {
 		w.latest = append(w.latest, -1)
 	}
 	w.rec = NewRecorder(History{Scenario: "sim", Nodes: cfg.nodes, Clients: cfg.clients, Quorum: w.clients[0].Quorum(),
-		Keys: []string{simKey}})
+		Keys: []string{bubbleKey}})
 	w.reg = NewRegister(w.rec)
 	return w, nil
 }
 
-func (w *simWorld) close() {
+func (w *bubbleWorld) close() {
 	for _, c := range w.clients {
 		c.Close()
 	}
@@ -205,13 +209,13 @@ func (w *simWorld) close() {
 	}
 }
 
-func (w *simWorld) logf(format string, args ...any) {
+func (w *bubbleWorld) logf(format string, args ...any) {
 	w.log = append(w.log, fmt.Sprintf("%9.3fs ", w.rec.Now().Seconds())+fmt.Sprintf(format, args...))
 }
 
 // acquire makes one TryAcquire for each listed client, all at once, and records the
 // successes. Acquisitions start at least a millisecond apart (assumption R of the design).
-func (w *simWorld) acquire(ttl time.Duration, cs ...int) {
+func (w *bubbleWorld) acquire(ttl time.Duration, cs ...int) {
 	time.Sleep(time.Millisecond)
 	began := w.rec.Now()
 	type res struct {
@@ -223,7 +227,7 @@ func (w *simWorld) acquire(ttl time.Duration, cs ...int) {
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Go(func() {
-			l, err := w.clients[c].TryAcquire(context.Background(), simKey, ttl)
+			l, err := w.clients[c].TryAcquire(context.Background(), bubbleKey, ttl)
 			out[i] = res{l, err, w.rec.Now()}
 		})
 	}
@@ -235,22 +239,22 @@ func (w *simWorld) acquire(ttl time.Duration, cs ...int) {
 			continue
 		}
 		l := out[i].l
-		hold := w.rec.BeginHold(Hold{Client: c, Key: simKey, Token: l.Token(), LockID: l.ID(), Asked: began,
+		hold := w.rec.BeginHold(Hold{Client: c, Key: bubbleKey, Token: l.Token(), LockID: l.ID(), Asked: began,
 			Granted: out[i].at, Until: w.rec.Offset(l.Until())})
 		w.latest[c] = len(w.locks)
-		w.locks = append(w.locks, &simLock{client: c, ttl: ttl, lock: l, hold: hold, granted: w.rec.base.Add(out[i].at), until: l.Until()})
+		w.locks = append(w.locks, &bubbleLock{client: c, ttl: ttl, lock: l, hold: hold, granted: w.rec.base.Add(out[i].at), until: l.Until()})
 		w.logf("client %d: acquired %v, token %d, valid until %v", c, ttl, l.Token(), w.rec.Offset(l.Until()))
 	}
 }
 
-func (w *simWorld) cur(c int) *simLock {
+func (w *bubbleWorld) cur(c int) *bubbleLock {
 	if w.latest[c] < 0 {
 		return nil
 	}
 	return w.locks[w.latest[c]]
 }
 
-func (w *simWorld) release(c int) {
+func (w *bubbleWorld) release(c int) {
 	l := w.cur(c)
 	if l == nil || l.released {
 		return
@@ -264,7 +268,7 @@ func (w *simWorld) release(c int) {
 
 // extend renews the client's latest lock with the TTL it was acquired with, as Client.Do
 // does. (A shorter TTL is another matter: see TestSimFailedShorterExtend.)
-func (w *simWorld) extend(c int) {
+func (w *bubbleWorld) extend(c int) {
 	l := w.cur(c)
 	if l == nil || l.released {
 		return
@@ -281,13 +285,13 @@ func (w *simWorld) extend(c int) {
 
 // write sends a write with the client's latest token, whatever its lock's state: a holder
 // that resumes after a pause and writes without looking. It returns a broken claim or "".
-func (w *simWorld) write(c int) string {
+func (w *bubbleWorld) write(c int) string {
 	l := w.cur(c)
 	if l == nil {
 		return ""
 	}
 	valid := !l.released && time.Now().Before(l.until)
-	ok := w.reg.Write(WriteReq{Client: c, Hold: l.hold, Key: simKey, Token: l.lock.Token()})
+	ok := w.reg.Write(WriteReq{Client: c, Hold: l.hold, Key: bubbleKey, Token: l.lock.Token()})
 	w.logf("client %d: write with token %d (lock valid: %v): accepted %v", c, l.lock.Token(), valid, ok)
 	if w.cfg.claimME && valid && !ok {
 		return fmt.Sprintf("client %d's write was refused while its lock (token %d) was valid", c, l.lock.Token())
@@ -295,25 +299,25 @@ func (w *simWorld) write(c int) string {
 	return ""
 }
 
-func (w *simWorld) advance(d time.Duration) {
+func (w *bubbleWorld) advance(d time.Duration) {
 	time.Sleep(d)
 	synctest.Wait()
 	w.logf("time +%v", d)
 }
 
-func (w *simWorld) jump(n int, d time.Duration) {
+func (w *bubbleWorld) jump(n int, d time.Duration) {
 	w.servers[n].FastForward(d)
 	w.logf("node %d: clock jumps +%v", n, d)
 }
 
-func (w *simWorld) wipe(n int) {
+func (w *bubbleWorld) wipe(n int) {
 	w.servers[n].FlushAll()
 	w.logf("node %d: restarts empty", n)
 }
 
-func (w *simWorld) canWipe(n int) bool { return w.cfg.wipe < 0 || n < w.cfg.wipe }
+func (w *bubbleWorld) canWipe(n int) bool { return w.cfg.wipe < 0 || n < w.cfg.wipe }
 
-func (w *simWorld) setCut(c, n int, cut bool) {
+func (w *bubbleWorld) setCut(c, n int, cut bool) {
 	l := w.links[c][n]
 	l.mu.Lock()
 	l.cut = cut
@@ -321,7 +325,7 @@ func (w *simWorld) setCut(c, n int, cut bool) {
 	w.logf("link client %d - node %d: cut %v", c, n, cut)
 }
 
-func (w *simWorld) setDelay(c, n int, d time.Duration) {
+func (w *bubbleWorld) setDelay(c, n int, d time.Duration) {
 	l := w.links[c][n]
 	l.mu.Lock()
 	l.delay = d
@@ -330,7 +334,7 @@ func (w *simWorld) setDelay(c, n int, d time.Duration) {
 }
 
 // history returns the recorded history with the store's contents.
-func (w *simWorld) history() *History {
+func (w *bubbleWorld) history() *History {
 	h := w.rec.Snapshot()
 	h.Stored, h.Highest = w.reg.Contents()
 	h.Duration = w.rec.Now()
@@ -343,7 +347,7 @@ func (w *simWorld) history() *History {
 }
 
 // meProblems returns the pairs of locks that were valid at the same time.
-func (w *simWorld) meProblems() []string {
+func (w *bubbleWorld) meProblems() []string {
 	var out []string
 	for i, a := range w.locks {
 		for _, b := range w.locks[i+1:] {
@@ -359,7 +363,7 @@ func (w *simWorld) meProblems() []string {
 
 // check returns every broken invariant: token claims U and O, no stale write accepted, no
 // lost write, and, where claimed, mutual exclusion.
-func (w *simWorld) check() []string {
+func (w *bubbleWorld) check() []string {
 	h := w.history()
 	var out []string
 	tokens, stale := CheckTokens(h), StaleAccepted(h)
@@ -388,11 +392,11 @@ func (w *simWorld) check() []string {
 
 // inBubble runs f in a synctest bubble on a fresh world, with the bubble's *testing.T, and
 // re-raises, outside the bubble, any panic f raised (rapid reports failures with panics).
-func inBubble(t *testing.T, cfg simConfig, f func(t *testing.T, w *simWorld)) {
+func inBubble(t *testing.T, cfg bubbleConfig, f func(t *testing.T, w *bubbleWorld)) {
 	var p any
 	synctest.Test(t, func(t *testing.T) {
 		defer func() { p = recover() }()
-		w, err := newSimWorld(cfg)
+		w, err := newBubbleWorld(cfg)
 		if err != nil {
 			panic(err)
 		}
@@ -411,12 +415,12 @@ func inBubble(t *testing.T, cfg simConfig, f func(t *testing.T, w *simWorld)) {
 // Default: 15 cases per world; REDLOCK_CHAOS_LONG=1 or RAPID_CHECKS=n for more. A failing
 // case is saved by rapid under testdata/rapid/ and replays with -rapid.failfile.
 func TestSimProperties(t *testing.T) {
-	for _, name := range slices.Sorted(maps.Keys(simConfigs)) {
-		cfg := simConfigs[name]
+	for _, name := range slices.Sorted(maps.Keys(bubbleConfigs)) {
+		cfg := bubbleConfigs[name]
 		t.Run(name, func(t *testing.T) {
 			var me, tokens, stale int
 			rapid.Check(t, func(rt *rapid.T) {
-				inBubble(t, cfg, func(_ *testing.T, w *simWorld) {
+				inBubble(t, cfg, func(_ *testing.T, w *bubbleWorld) {
 					client := rapid.IntRange(0, cfg.clients-1)
 					node := rapid.IntRange(0, cfg.nodes-1)
 					ttl := rapid.SampledFrom([]time.Duration{50 * time.Millisecond, 200 * time.Millisecond, time.Second})
@@ -494,7 +498,7 @@ func nilIfEmpty(s string) []string {
 // nothing in TestSimProperties.
 func TestSimScripted(t *testing.T) {
 	// A reaches only nodes 0, 1, 2 and takes the lock there.
-	holdBareQuorum := func(t *testing.T, w *simWorld) *simLock {
+	holdBareQuorum := func(t *testing.T, w *bubbleWorld) *bubbleLock {
 		for n := 3; n < w.cfg.nodes; n++ {
 			w.setCut(0, n, true)
 		}
@@ -503,13 +507,13 @@ func TestSimScripted(t *testing.T) {
 		if a == nil {
 			t.Fatalf("A did not get the lock:\n%s", w.log)
 		}
-		if !w.reg.Write(WriteReq{Client: 0, Hold: a.hold, Key: simKey, Token: a.lock.Token()}) {
+		if !w.reg.Write(WriteReq{Client: 0, Hold: a.hold, Key: bubbleKey, Token: a.lock.Token()}) {
 			t.Fatal("A's first write was refused")
 		}
 		return a
 	}
 	// B, reaching every node, takes the lock while A's is valid; A's next write is refused.
-	overtake := func(t *testing.T, w *simWorld, a *simLock) {
+	overtake := func(t *testing.T, w *bubbleWorld, a *bubbleLock) {
 		time.Sleep(10 * time.Millisecond)
 		w.acquire(time.Second, 1)
 		b := w.cur(1)
@@ -522,10 +526,10 @@ func TestSimScripted(t *testing.T) {
 		if len(w.meProblems()) == 0 {
 			t.Error("the checker saw no mutual-exclusion violation")
 		}
-		if !w.reg.Write(WriteReq{Client: 1, Hold: b.hold, Key: simKey, Token: b.lock.Token()}) {
+		if !w.reg.Write(WriteReq{Client: 1, Hold: b.hold, Key: bubbleKey, Token: b.lock.Token()}) {
 			t.Error("B's write was refused")
 		}
-		if w.reg.Write(WriteReq{Client: 0, Hold: a.hold, Key: simKey, Token: a.lock.Token()}) {
+		if w.reg.Write(WriteReq{Client: 0, Hold: a.hold, Key: bubbleKey, Token: a.lock.Token()}) {
 			t.Error("A's stale write was accepted")
 		}
 		h := w.history()
@@ -535,14 +539,14 @@ func TestSimScripted(t *testing.T) {
 		}
 	}
 	t.Run("clock jump", func(t *testing.T) {
-		inBubble(t, simConfigs["clock-jumps"], func(t *testing.T, w *simWorld) {
+		inBubble(t, bubbleConfigs["clock-jumps"], func(t *testing.T, w *bubbleWorld) {
 			a := holdBareQuorum(t, w)
 			w.jump(2, time.Second)
 			overtake(t, w, a)
 		})
 	})
 	t.Run("restart empty, default quorum", func(t *testing.T) {
-		inBubble(t, simConfigs["wipes-anywhere"], func(t *testing.T, w *simWorld) {
+		inBubble(t, bubbleConfigs["wipes-anywhere"], func(t *testing.T, w *bubbleWorld) {
 			a := holdBareQuorum(t, w)
 			w.wipe(2)
 			overtake(t, w, a)
@@ -552,7 +556,7 @@ func TestSimScripted(t *testing.T) {
 		})
 	})
 	t.Run("restart empty, amnesia tolerance 1", func(t *testing.T) {
-		inBubble(t, simConfigs["amnesia-f1"], func(t *testing.T, w *simWorld) {
+		inBubble(t, bubbleConfigs["amnesia-f1"], func(t *testing.T, w *bubbleWorld) {
 			w.setCut(0, 4, true) // A holds a bare quorum of 4
 			w.acquire(time.Second, 0)
 			if w.cur(0) == nil {
@@ -570,9 +574,9 @@ func TestSimScripted(t *testing.T) {
 		})
 	})
 	t.Run("restart empty, seeds frozen: the token checker fires", func(t *testing.T) {
-		cfg := simConfigs["wipes-anywhere"]
+		cfg := bubbleConfigs["wipes-anywhere"]
 		cfg.frozen = true
-		inBubble(t, cfg, func(t *testing.T, w *simWorld) {
+		inBubble(t, cfg, func(t *testing.T, w *bubbleWorld) {
 			w.acquire(time.Second, 0)
 			w.release(0)
 			for n := range 3 {
@@ -591,7 +595,7 @@ func TestSimScripted(t *testing.T) {
 	// reading. Claim O then breaks: a later holder gets a smaller token, and the store refuses
 	// it, which costs availability, not correctness.
 	t.Run("late script after an empty restart: claim O breaks, the store refuses the newer holder", func(t *testing.T) {
-		inBubble(t, simConfigs["wipes-late-scripts"], func(t *testing.T, w *simWorld) {
+		inBubble(t, bubbleConfigs["wipes-late-scripts"], func(t *testing.T, w *bubbleWorld) {
 			w.setDelay(0, 2, 80*time.Millisecond) // A's script to node 2 will arrive late
 			w.acquire(time.Second, 0)             // A: token s0 from nodes 0, 1, 3, 4
 			a := w.cur(0)
@@ -617,15 +621,15 @@ func TestSimScripted(t *testing.T) {
 			if len(probs) != 1 || probs[0].Claim != "O" {
 				t.Fatalf("token checker: %v, want one O problem", probs)
 			}
-			w.reg.Write(WriteReq{Client: 1, Hold: b.hold, Key: simKey, Token: b.lock.Token()})
-			if w.reg.Write(WriteReq{Client: 2, Hold: c.hold, Key: simKey, Token: c.lock.Token()}) {
+			w.reg.Write(WriteReq{Client: 1, Hold: b.hold, Key: bubbleKey, Token: b.lock.Token()})
+			if w.reg.Write(WriteReq{Client: 2, Hold: c.hold, Key: bubbleKey, Token: c.lock.Token()}) {
 				t.Fatal("the store accepted C's write below B's token")
 			}
 			t.Logf("found, as expected: %s; C's write refused", probs[0].Detail)
 		})
 	})
 	t.Run("pause past the TTL", func(t *testing.T) {
-		inBubble(t, simConfigs["safe"], func(t *testing.T, w *simWorld) {
+		inBubble(t, bubbleConfigs["safe"], func(t *testing.T, w *bubbleWorld) {
 			w.acquire(200*time.Millisecond, 0)
 			a := w.cur(0)
 			w.advance(time.Second) // A is paused: no renewal, no write
@@ -656,7 +660,7 @@ func TestSimScripted(t *testing.T) {
 // down to the shorter deadline on such a failure; before the fix it stayed ahead, and the
 // holder's validity overlapped the next holder's.
 func TestSimFailedShorterExtend(t *testing.T) {
-	inBubble(t, simConfigs["three-nodes"], func(t *testing.T, w *simWorld) {
+	inBubble(t, bubbleConfigs["three-nodes"], func(t *testing.T, w *bubbleWorld) {
 		w.setCut(0, 1, true) // A reaches nodes 0 and 2 and takes the lock there
 		w.acquire(time.Second, 0)
 		a := w.cur(0)
