@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -469,7 +470,7 @@ func moveSlot(t *testing.T, ctx context.Context, cluster *redisproc.Cluster, slo
 		do(i, "cluster", "setslot", slot, "node", ids[to])
 	}
 	toAddr := cluster.Nodes()[to].Addr()
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the moved slot on every shard's view", func() bool {
 		for _, rc := range shards {
 			slots, err := rc.ClusterSlots(ctx).Result()
 			if err != nil {

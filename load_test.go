@@ -14,6 +14,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -199,7 +200,7 @@ func TestNoBarging(t *testing.T) {
 		}
 		got <- w
 	}()
-	waitFor(t, func() bool { return c.wait.busy(testKey) })
+	testutil.WaitFor(t, 10*time.Second, "the acquire to wait on the key", func() bool { return c.wait.busy(testKey) })
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestStalledNodeFailsFast(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = l.Release(ctx)
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "node 4's queue to stall", func() bool {
 		q := c.nodes[4].q
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -380,8 +381,6 @@ func TestStalledNodeFailsFast(t *testing.T) {
 	h.close()
 	c.Close()
 }
-
-var _ = miniredis.Miniredis{}
 
 // TestReleaseCancelsQueuedAcquire: a lock won on a quorum while its acquire to another node
 // is still queued there; Release cancels that queued acquire, which then never reaches the
@@ -598,7 +597,7 @@ func TestReleaseSkipsNodesNeverWritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "node 0's queue to stall", func() bool {
 		q := c.nodes[0].q
 		q.mu.Lock()
 		defer q.mu.Unlock()

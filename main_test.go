@@ -1,19 +1,14 @@
 package redlock
 
 import (
-	"context"
 	"flag"
 	"os"
 	"testing"
 
+	"github.com/quorumlock/redlock/internal/redislog"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
-
-// quietLogger drops go-redis's own log lines (dial retries to nodes the tests stopped).
-type quietLogger struct{}
-
-func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // quickRapidChecks is the number of cases each property test runs by default, to keep the
 // default test run fast. A long run: RAPID_CHECKS=2000 go test -run Property (or
@@ -21,7 +16,8 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 const quickRapidChecks = "25"
 
 func TestMain(m *testing.M) {
-	redis.SetLogger(quietLogger{})
+	// Drop go-redis's own log lines (dial retries to nodes the tests stopped).
+	redis.SetLogger(redislog.Discard{})
 	if os.Getenv("RAPID_CHECKS") == "" {
 		// Command-line flags are parsed later, in m.Run, and still override this.
 		_ = flag.Set("rapid.checks", quickRapidChecks)

@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -191,7 +191,7 @@ func TestRealKilledNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// go-redis keeps answering with its last dial error for a moment after a node died.
-	waitFor(t, func() bool { return clients[1].Ping(ctx).Err() == nil })
+	testutil.WaitFor(t, 10*time.Second, "node 1 to answer PING", func() bool { return clients[1].Ping(ctx).Err() == nil })
 	l, err := c.TryAcquire(ctx, "real:killed", 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -344,8 +344,6 @@ func TestRealAmnesiaTokensStillIncrease(t *testing.T) {
 		}
 	}
 }
-
-var _ = context.Background
 
 // aclCommands is the command list docs/operations.md gives for an ACL user of the library
 // (cmd/redlock's TestExecNodesFileAuthACL uses the same list for the CLI): what go-redis

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -402,7 +402,7 @@ func TestCancelMidAcquire(t *testing.T) {
 		done <- err
 	}()
 	// Wait until both live nodes have applied the SET, then cancel.
-	waitFor(t, func() bool { return servers[0].Exists(testKey) && servers[1].Exists(testKey) })
+	testutil.WaitFor(t, 10*time.Second, "the key on nodes 0 and 1", func() bool { return servers[0].Exists(testKey) && servers[1].Exists(testKey) })
 	cancel()
 	err = <-done
 	if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.Canceled) {
@@ -416,18 +416,6 @@ func TestCancelMidAcquire(t *testing.T) {
 		if s.Exists(testKey) {
 			t.Fatalf("live node %d kept the key after a cancelled acquire", i)
 		}
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10 s.
-func waitFor(tb testing.TB, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -685,8 +673,6 @@ func (c *jumpClock) Now() time.Time {
 	}
 	return c.start.Add(c.jump)
 }
-
-var _ = miniredis.Miniredis{}
 
 // TestAcquireRetriesUntilDeadline: Acquire keeps trying while the key is held and, when its
 // context ends, returns an error matching ErrNotAcquired, the context's error and the last

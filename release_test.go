@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // TestReleaseWithEndedContext: a Release whose context has already ended (a deferred
@@ -144,7 +146,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 	for range 50 {
 		go func() { _, err := c.Acquire(ctx, testKey, time.Minute); errs <- err }()
 	}
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "50 waiters on the key", func() bool {
 		c.wait.mu.Lock()
 		defer c.wait.mu.Unlock()
 		return len(c.wait.m[testKey]) == 50

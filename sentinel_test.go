@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,12 +22,7 @@ import (
 // ends.
 func startSentinel(t *testing.T, bin string, masters map[string]string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testutil.FreePortT(t)
 	dir := t.TempDir()
 	var conf strings.Builder
 	fmt.Fprintf(&conf, "port %d\nbind 127.0.0.1\ndir %s\nprotected-mode no\n", port, dir)
@@ -52,7 +47,7 @@ func startSentinel(t *testing.T, bin string, masters map[string]string) string {
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	rc := redis.NewClient(&redis.Options{Addr: addr})
 	defer rc.Close()
-	waitFor(t, func() bool { return rc.Ping(context.Background()).Err() == nil })
+	testutil.WaitFor(t, 10*time.Second, "the sentinel to answer PING", func() bool { return rc.Ping(context.Background()).Err() == nil })
 	return addr
 }
 
@@ -77,7 +72,7 @@ func TestRealSentinelFailover(t *testing.T) {
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
 	t.Cleanup(func() { sc.Close() })
 	// Wait until the sentinels know each master's replica, or a failover has nowhere to go.
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the sentinels to know every master's replica", func() bool {
 		for name := range names {
 			r, err := sc.Replicas(ctx, name).Result()
 			if err != nil || len(r) == 0 {
@@ -101,7 +96,7 @@ func TestRealSentinelFailover(t *testing.T) {
 		if err := sc.Failover(ctx, "m1").Err(); err != nil {
 			return fmt.Errorf("SENTINEL FAILOVER: %w", err)
 		}
-		waitFor(t, func() bool {
+		testutil.WaitFor(t, 10*time.Second, "the sentinels to report a new master of m1", func() bool {
 			addr, err := sc.GetMasterAddrByName(ctx, "m1").Result()
 			return err == nil && strings.Join(addr, ":") != before
 		})

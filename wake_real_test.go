@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -57,7 +58,7 @@ func handoff(t *testing.T, holder, waiter *Client, key string, ready func() bool
 		l, err := waiter.Acquire(ctx, key, 20*time.Second)
 		got <- res{l, err, time.Now()}
 	}()
-	waitFor(t, func() bool { return isWaiting(waiter, key) && ready() })
+	testutil.WaitFor(t, 10*time.Second, "the waiter to wait on the key", func() bool { return isWaiting(waiter, key) && ready() })
 	released := time.Now()
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("release: %v", err)
@@ -192,7 +193,7 @@ func TestRealWakeWithoutChannelPermission(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitFor(t, func() bool { return isWaiting(b, key) })
+	testutil.WaitFor(t, 10*time.Second, "the second client to wait on the key", func() bool { return isWaiting(b, key) })
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("release by a user that may not publish: %v, want nil", err)
 	}
@@ -265,7 +266,7 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 				}()
 			}
 		}
-		waitFor(t, func() bool {
+		testutil.WaitFor(t, 10*time.Second, "two waiters on each key and its channel subscribed once on every node", func() bool {
 			for _, k := range keys {
 				c.wait.mu.Lock()
 				n := len(c.wait.m[k])
@@ -286,7 +287,7 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 				t.Fatalf("round %d: %v", round, err)
 			}
 		}
-		waitFor(t, func() bool { return len(channels()) == 0 })
+		testutil.WaitFor(t, 10*time.Second, "no wake-up channel left subscribed", func() bool { return len(channels()) == 0 })
 		c.wake.mu.Lock()
 		left := len(c.wake.subs)
 		c.wake.mu.Unlock()
@@ -308,7 +309,7 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 			done <- err
 		}()
 	}
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "two wake-up channels subscribed on every node", func() bool {
 		return len(channels()) == 2*len(cluster.Nodes())
 	})
 	c.Close()
@@ -320,7 +321,7 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 	for _, rc := range waiterClients {
 		rc.Close()
 	}
-	waitFor(t, func() bool { return len(channels()) == 0 })
+	testutil.WaitFor(t, 10*time.Second, "no wake-up channel left subscribed", func() bool { return len(channels()) == 0 })
 	goleak.VerifyNone(t, ignore, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // TestReleaseWakesWaiters: an Acquire waiting on a key held by the same client retries as
@@ -25,7 +27,7 @@ func TestReleaseWakesWaiters(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the acquire to wait on the key", func() bool {
 		c.wait.mu.Lock()
 		defer c.wait.mu.Unlock()
 		return c.wait.m[testKey] != nil
@@ -56,7 +58,7 @@ func TestWaiterLeavesOnCancel(t *testing.T) {
 		_, err := c.Acquire(ctx, testKey, time.Minute)
 		done <- err
 	}()
-	waitFor(t, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the acquire to wait on the key", func() bool {
 		c.wait.mu.Lock()
 		defer c.wait.mu.Unlock()
 		return c.wait.m[testKey] != nil

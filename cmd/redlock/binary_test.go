@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // The CLI tests run the command as a built binary, as a user would: real processes, real
@@ -54,29 +54,11 @@ func redlockBin(t testing.TB) string {
 	return binPath
 }
 
-// syncBuffer is a bytes.Buffer that a process's output copier and the test may use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a running redlock binary.
 type proc struct {
 	cmd    *exec.Cmd
-	stdout syncBuffer
-	stderr syncBuffer
+	stdout testutil.SyncBuffer
+	stderr testutil.SyncBuffer
 	done   chan struct{} // closed when the process has exited and been reaped
 	exitAt time.Time     // set before done is closed
 }
@@ -162,19 +144,6 @@ func runProc(t *testing.T, extraEnv []string, path string, args ...string) (int,
 	p := startProc(t, extraEnv, path, args...)
 	code := p.wait(t, 30*time.Second)
 	return code, p.stdout.String(), p.stderr.String()
-}
-
-// waitFor polls cond every few milliseconds until it holds, and fails the test with what
-// if it still does not after timeout.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
 }
 
 // fileExists reports whether path exists.

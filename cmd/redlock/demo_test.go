@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/embedded"
+	"github.com/quorumlock/redlock/internal/redislog"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -21,7 +24,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	redis.SetLogger(silentLogger{})
+	redis.SetLogger(redislog.Discard{})
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		if binDir != "" { // the CLI binary built by the tests that run it
 			_ = os.RemoveAll(binDir)
@@ -128,12 +131,7 @@ func TestDemoOnNamedNodes(t *testing.T) {
 
 func TestDemoBadNodes(t *testing.T) {
 	// A loopback port that nobody listens on.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := l.Addr().String()
-	_ = l.Close()
+	closed := net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreePortT(t)))
 
 	for _, tc := range []struct {
 		name string

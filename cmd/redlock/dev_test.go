@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -53,7 +54,7 @@ func TestDev(t *testing.T) {
 	const n = 3
 	base := freeRun(t, n)
 	dev := startBin(t, nil, "dev", "-n", strconv.Itoa(n), "--port", strconv.Itoa(base))
-	waitFor(t, 15*time.Second, "the export line", func() bool { return strings.HasSuffix(dev.stdout.String(), "\n") || dev.exited() })
+	testutil.WaitFor(t, 15*time.Second, "the export line", func() bool { return strings.HasSuffix(dev.stdout.String(), "\n") || dev.exited() })
 	if dev.exited() {
 		t.Fatalf("dev exited: code %d, stderr %q", dev.wait(t, 0), dev.stderr.String())
 	}

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/redlock"
-	"github.com/quorumlock/redlock/internal/redisproc"
 	"io"
 	"net"
 	"os"
@@ -20,6 +18,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -46,7 +48,7 @@ func TestExecRaceWaitZero(t *testing.T) {
 		}
 		a := startBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c", script, "sh", dir)
 		b := startBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c", script, "sh", dir)
-		waitFor(t, 20*time.Second, "one command running and the other redlock gone, or both gone", func() bool {
+		testutil.WaitFor(t, 20*time.Second, "one command running and the other redlock gone, or both gone", func() bool {
 			return (a.exited() && b.exited()) || (len(ran()) == 1 && (a.exited() || b.exited()))
 		})
 		if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
@@ -111,14 +113,14 @@ func TestExecWait(t *testing.T) {
 
 	holder := startBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c",
 		childScript(`echo "$REDLOCK_TOKEN" > "$D/a.token"; while [ ! -e "$D/go" ]; do sleep 0.01; done; echo done > "$D/a.done"`), "sh", dir)
-	waitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "a.token")) })
+	testutil.WaitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "a.token")) })
 
 	// waitTries starts an exec with --wait and returns once it has been refused twice.
 	waitTries := func(marker string) *proc {
 		before := evalshaCalls(t, node0)
 		p := startBin(t, nil, "exec", "--nodes", nodes, "--wait", "20s", key, "--", "sh", "-c",
 			childScript(`if [ -e "$D/a.done" ]; then echo after > "$D/`+marker+`"; else echo overlap > "$D/`+marker+`"; fi; echo "$REDLOCK_TOKEN" > "$D/`+marker+`.token"`), "sh", dir)
-		waitFor(t, 15*time.Second, "the waiting exec to be refused twice", func() bool {
+		testutil.WaitFor(t, 15*time.Second, "the waiting exec to be refused twice", func() bool {
 			return p.exited() || evalshaCalls(t, node0) >= before+2
 		})
 		if p.exited() {
@@ -226,7 +228,7 @@ func TestExecMultiKey(t *testing.T) {
 	killLeftovers(t, dir)
 	hold := startBin(t, nil, "exec", "--nodes", nodes, "acct:C", "--", "sh", "-c",
 		childScript(`touch "$D/held"; while [ ! -e "$D/go" ]; do sleep 0.01; done`), "sh", dir)
-	waitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "held")) })
+	testutil.WaitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "held")) })
 	code, out, errOut = runBin(t, nil, "exec", "--nodes", nodes, "--key", "acct:A", "--key", "acct:C", "--", "sh", "-c", "echo ran")
 	if code != defaultConflictExitCode || out != "" || !strings.Contains(errOut, `lock ["acct:A" "acct:C"] not acquired`) || !strings.Contains(errOut, `key "acct:C": held by`) {
 		t.Fatalf("contended set: exit code %d, stdout %q, stderr %q", code, out, errOut)
@@ -283,7 +285,7 @@ func TestExecSignals(t *testing.T) {
 			killLeftovers(t, dir)
 			key := "signal-" + strconv.Itoa(int(tc.sig))
 			p := startBin(t, nil, "exec", "--nodes", nodes, key, "--", "sh", "-c", childScript(tc.script), "sh", dir)
-			waitFor(t, 15*time.Second, "the command to start", func() bool { return fileExists(filepath.Join(dir, "started")) })
+			testutil.WaitFor(t, 15*time.Second, "the command to start", func() bool { return fileExists(filepath.Join(dir, "started")) })
 			if err := p.cmd.Process.Signal(tc.sig); err != nil {
 				t.Fatal(err)
 			}
@@ -400,7 +402,7 @@ trap ': > "$D/term"; exit 143' TERM
 echo "$REDLOCK_TOKEN" > "$D/started"
 while :; do sleep 0.01; done`)
 	p := startBin(t, nil, "exec", "--nodes", nodes, "--ttl", ttl.String(), "--grace", grace.String(), key, "--", "sh", "-c", script, "sh", dir)
-	waitFor(t, 15*time.Second, "the command to start", func() bool { return fileExists(filepath.Join(dir, "started")) })
+	testutil.WaitFor(t, 15*time.Second, "the command to start", func() bool { return fileExists(filepath.Join(dir, "started")) })
 
 	stop := cluster.Nodes()[:3]
 	var clients []*redis.Client
@@ -425,7 +427,7 @@ while :; do sleep 0.01; done`)
 	// expiries and stopping the nodes.
 	var deadline int64 // Unix milliseconds
 	var readAt time.Time
-	waitFor(t, 10*time.Second, "a fresh write of the key on a quorum", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a fresh write of the key on a quorum", func() bool {
 		var exps []int64
 		for _, c := range clients {
 			exp, err := c.Do(t.Context(), "PEXPIRETIME", key).Int64()
@@ -503,7 +505,7 @@ func TestStatusMatchesNodes(t *testing.T) {
 	}
 	holder := startBin(t, nil, "exec", "--nodes", nodes, "--ttl", "1m", key, "--", "sh", "-c",
 		childScript(`echo "$REDLOCK_TOKEN" > "$D/token"; while [ ! -e "$D/go" ]; do sleep 0.01; done`), "sh", dir)
-	waitFor(t, 15*time.Second, "the holder's command to start", func() bool { return readTrim(filepath.Join(dir, "token")) != "" })
+	testutil.WaitFor(t, 15*time.Second, "the holder's command to start", func() bool { return readTrim(filepath.Join(dir, "token")) != "" })
 	token, _ := strconv.ParseUint(readTrim(filepath.Join(dir, "token")), 10, 64)
 
 	type nodeState struct {
@@ -526,7 +528,7 @@ func TestStatusMatchesNodes(t *testing.T) {
 	}
 
 	// A quorum was enough for the acquire; a slow node may get its key a moment later.
-	waitFor(t, 10*time.Second, "the key on every node", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "the key on every node", func() bool {
 		for _, s := range read() {
 			if s.holder == "" {
 				return false
@@ -703,13 +705,7 @@ func TestExecCommandLine(t *testing.T) {
 // closedAddr returns a loopback address nobody listens on.
 func closedAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreePortT(t)))
 }
 
 func TestExecHelp(t *testing.T) {
@@ -886,7 +882,7 @@ func TestExecLockDelay(t *testing.T) {
 	)
 	holder := startBin(t, nil, "exec", "--nodes", nodes, "--ttl", ttl.String(), "--lock-delay", delay.String(), key, "--", "sh", "-c",
 		childScript(`echo started > "$D/a"; exec sleep 60`), "sh", dir)
-	waitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "a")) })
+	testutil.WaitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "a")) })
 	if p := node0.PTTL(t.Context(), key).Val(); p <= ttl || p > ttl+delay {
 		t.Fatalf("node 0: key PTTL %v while the command runs, want in (%v, %v]", p, ttl, ttl+delay)
 	}

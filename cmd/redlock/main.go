@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/quorumlock/redlock/internal/redislog"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -60,7 +61,7 @@ const (
 func main() {
 	// go-redis logs some connection failures on its own; the CLI reports every error itself,
 	// on one line, so those logs would only duplicate it.
-	redis.SetLogger(silentLogger{})
+	redis.SetLogger(redislog.Discard{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, &env{stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}, os.Args[1:])
 	stop()
@@ -207,11 +208,6 @@ func oneLine(s string) string {
 	s = strings.TrimSpace(s)
 	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
 }
-
-// silentLogger discards go-redis's internal log lines.
-type silentLogger struct{}
-
-func (silentLogger) Printf(context.Context, string, ...any) {}
 
 // versionLine is what --version prints: the module version (or "(devel)" for a build from a
 // checkout), the VCS revision when the build recorded one, and the Go version.

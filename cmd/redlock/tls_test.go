@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // testPKI writes a CA, a server certificate for 127.0.0.1 and a client certificate, all
@@ -67,12 +68,7 @@ func TestTLSNodes(t *testing.T) {
 	var urls []string
 	var clusters []*redisproc.Cluster
 	for range 3 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		ln.Close()
+		port := testutil.FreePortT(t)
 		c := redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: []string{"--tls-port", strconv.Itoa(port),
 			"--tls-cert-file", srvCert, "--tls-key-file", srvKey, "--tls-ca-cert-file", ca, "--tls-auth-clients", "yes"}})
 		clusters = append(clusters, c)

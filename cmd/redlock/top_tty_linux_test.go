@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/quorumlock/redlock"
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // lastFrame returns the last complete screen top drew on the terminal: the text between
@@ -52,7 +53,7 @@ func TestTopOnTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = pts.Close()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		buf := make([]byte, 4096)
@@ -81,7 +82,7 @@ func TestTopOnTerminal(t *testing.T) {
 	}()
 
 	frames := func() int { return strings.Count(out.String(), "\x1b[H") }
-	waitFor(t, 15*time.Second, "an empty screen", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "an empty screen", func() bool {
 		f := lastFrame(out.String())
 		return strings.Contains(f, "redlock top") && strings.Contains(f, "(no locks held)")
 	})
@@ -90,7 +91,7 @@ func TestTopOnTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 15*time.Second, "the lock on the screen", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "the lock on the screen", func() bool {
 		f := lastFrame(out.String())
 		return strings.Contains(f, `"pty\x1b[31mlock"`) && strings.Contains(f, l.ID()[:8]) && strings.Contains(f, "held")
 	})
@@ -98,7 +99,7 @@ func TestTopOnTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := frames()
-	waitFor(t, 15*time.Second, "the lock to leave the screen", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "the lock to leave the screen", func() bool {
 		return frames() > released+1 && strings.Contains(lastFrame(out.String()), "(no locks held)")
 	})
 

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // openPTY returns the controller and the terminal side of a new pseudo-terminal.
@@ -64,7 +66,7 @@ func TestExecOnTerminal(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = pts.Close()
-			var out syncBuffer
+			var out testutil.SyncBuffer
 			var wg sync.WaitGroup
 			wg.Go(func() {
 				buf := make([]byte, 4096)
@@ -92,7 +94,7 @@ func TestExecOnTerminal(t *testing.T) {
 				wg.Wait()
 			}()
 
-			waitFor(t, 15*time.Second, "the command's ready line", func() bool { return strings.Contains(out.String(), "ready") })
+			testutil.WaitFor(t, 15*time.Second, "the command's ready line", func() bool { return strings.Contains(out.String(), "ready") })
 			if _, err := ptmx.WriteString(tc.input); err != nil {
 				t.Fatal(err)
 			}
@@ -125,7 +127,7 @@ func TestExecKilledRedlockKillsCommand(t *testing.T) {
 	killLeftovers(t, dir)
 	p := startBin(t, nil, "exec", "--nodes", nodes, "pdeathsig", "--", "sh", "-c",
 		childScript(`echo $$ > "$D/pid"; while :; do sleep 0.01; done`), "sh", dir)
-	waitFor(t, 15*time.Second, "the command to start", func() bool { return readTrim(filepath.Join(dir, "pid")) != "" })
+	testutil.WaitFor(t, 15*time.Second, "the command to start", func() bool { return readTrim(filepath.Join(dir, "pid")) != "" })
 	pid, err := strconv.Atoi(readTrim(filepath.Join(dir, "pid")))
 	if err != nil {
 		t.Fatal(err)
@@ -134,5 +136,5 @@ func TestExecKilledRedlockKillsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.wait(t, 10*time.Second)
-	waitFor(t, 10*time.Second, "the command to die with redlock", func() bool { return !processRuns(pid) })
+	testutil.WaitFor(t, 10*time.Second, "the command to die with redlock", func() bool { return !processRuns(pid) })
 }

@@ -8,12 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/pgtest"
 	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"go.uber.org/goleak"
 )
 
@@ -190,7 +190,7 @@ func TestSettlement(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), storyTimeout)
 		defer cancel()
-		log := &syncBuffer{}
+		log := &testutil.SyncBuffer{}
 		res, err := runStory(ctx, storyConfig{bin: bin, nodes: nodes.URLs(), dsn: dsn, job: "settlement:test:" + sc.name,
 			ttl: storyTTL, batch: storyBatch, log: log}, sc)
 		t.Logf("story %s:\n%s", sc.name, log.String())
@@ -280,24 +280,6 @@ func containsLine(lines []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of the workers' readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestUsage: with no arguments the program explains itself and succeeds; an unknown command

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -36,21 +37,12 @@ func clientT(t *testing.T, addr string) *redis.Client {
 	return c
 }
 
-// freePorts returns n loopback ports that were free a moment ago.
+// freePorts returns n distinct loopback ports that were free a moment ago.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
+	ports, err := testutil.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

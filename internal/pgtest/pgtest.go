@@ -31,6 +31,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // Environment variables that change where binaries come from and who runs them.
@@ -262,9 +264,9 @@ var errPortBusy = errors.New("port is in use")
 
 // start runs postgres on a fresh port and waits until it is ready.
 func (s *Server) start(ctx context.Context) error {
-	port, err := freePort()
+	port, err := testutil.FreePort()
 	if err != nil {
-		return err
+		return fmt.Errorf("pgtest: %w", err)
 	}
 	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -466,19 +468,6 @@ func (s *Server) stop() error {
 	}
 	<-s.done // SIGKILL cannot be ignored
 	return errors.Join(errs...)
-}
-
-// freePort asks the kernel for a currently unused loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: find free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("pgtest: find free port: %w", err)
-	}
-	return port, nil
 }
 
 // tail returns the last bytes of a log or an output.

@@ -2,9 +2,10 @@ package pgtest
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // RequireEnv is the environment variable that turns missing PostgreSQL programs from a skipped
@@ -23,10 +24,7 @@ func Require(tb testing.TB) string {
 	if err == nil {
 		return dir
 	}
-	if os.Getenv(RequireEnv) == "1" {
-		tb.Fatalf("%v; and %s=1: install PostgreSQL with apt-get install -y postgresql", err, RequireEnv)
-	}
-	tb.Skipf("skipping a test that needs a real PostgreSQL server: %v (on Debian: apt-get install -y postgresql; set %s=1 to make this a failure)", err, RequireEnv)
+	testutil.SkipOrFail(tb, RequireEnv, err.Error(), "a real PostgreSQL server", "install PostgreSQL with apt-get install -y postgresql")
 	return ""
 }
 

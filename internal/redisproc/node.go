@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 const (
@@ -207,9 +209,9 @@ func (n *Node) start(ctx context.Context) error {
 	defer n.mu.Unlock()
 	var err error
 	for range startAttempts {
-		n.port, err = freePort()
+		n.port, err = testutil.FreePort()
 		if err != nil {
-			return err
+			return fmt.Errorf("redisproc: %w", err)
 		}
 		n.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(n.port))
 		err = n.spawnLocked(ctx)
@@ -349,19 +351,6 @@ func waitReady(ctx context.Context, addr string, pid int, done <-chan struct{}) 
 		case <-ticker.C:
 		}
 	}
-}
-
-// freePort asks the kernel for a currently unused loopback port.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("redisproc: find free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("redisproc: find free port: %w", err)
-	}
-	return port, nil
 }
 
 // logTail returns the last lines written to the log at or after offset from.

@@ -2,11 +2,11 @@ package redisproc
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,10 +26,7 @@ func Require(tb testing.TB) string {
 	if err == nil {
 		return path
 	}
-	if os.Getenv(requireEnv) == "1" {
-		tb.Fatalf("redis-server not found on PATH and %s=1: install it with apt-get install -y redis-server", requireEnv)
-	}
-	tb.Skipf("redis-server not found on PATH; skipping test that needs a real Redis (install it with apt-get install -y redis-server, and set %s=1 to make its absence fail the tests)", requireEnv)
+	testutil.SkipOrFail(tb, requireEnv, "redis-server not found on PATH", "a real Redis", "install it with apt-get install -y redis-server")
 	return ""
 }
 
