@@ -10,27 +10,20 @@ import (
 	"time"
 )
 
-// TryAcquire makes one attempt to acquire the lock named key for ttl. It sends the acquire
-// script to every node in parallel and returns as soon as the outcome is known: a quorum
-// agreed on a fencing token with positive validity time left, or a quorum became
-// impossible. It never waits for a node's answer longer than the node timeout counted from
-// the write ([WithNodeTimeout]), even when that node's go-redis client ignores context
-// deadlines; under load a call may first wait in the node's queue, which the validity time
-// bounds. TryAcquire does not queue behind this client's Acquire calls waiting for the same
-// key (see [Client.Acquire]). Safe for concurrent use.
+// TryAcquire makes one attempt to acquire the lock named key for ttl: the acquire script on
+// every node in parallel, returning as soon as a quorum agreed on a fencing token with
+// validity time left, or a quorum became impossible. No node's answer is awaited longer
+// than the node timeout from its write ([WithNodeTimeout]). It does not queue behind this
+// client's waiting Acquire calls. Safe for concurrent use. The protocol: docs/design.md §3.
 //
-// ttl is truncated to whole milliseconds and must leave positive validity after the clock
-// drift allowance ([Drift]), at most [MaxTTL] together with the lock-delay
-// ([WithLockDelay]), which the keys live on top of ttl. The lock's validity deadline is
-// start + ttl − drift, where start is taken before the first command is sent; see
-// [Lock.Until].
+// ttl is truncated to whole milliseconds; it must leave validity after the drift allowance
+// ([Drift]) and, with the lock-delay, be at most [MaxTTL]. [Lock.Until] is start + ttl −
+// drift, start being read before the first command is sent.
 //
-// Errors: ErrInvalidArgument (nothing sent) for a nil ctx, an empty key, a key longer than
-// [MaxKeyLen] or with the reserved prefix [FencePrefix], or a bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
-// elsewhere, too many nodes failed, or the validity ran out; when ctx ends, an error matching
-// both ErrNotAcquired and ctx.Err(). On any failure the acquire is undone on every node,
-// including those that have not answered yet (calls not yet written are dropped instead),
-// and ctx's cancellation does not reach the undo, so no key is left behind.
+// Errors: ErrInvalidArgument (nothing sent) for a nil ctx, a bad key ([MaxKeyLen],
+// [FencePrefix]) or a bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
+// elsewhere, too many nodes failed or the validity ran out; when ctx ends, an error matching
+// ErrNotAcquired and ctx.Err(). A failed attempt is undone on every node, whatever ctx.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalidf("context is nil")
@@ -142,7 +135,7 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 		c.subscribe(set) // releases by other processes wake the head (wakehub.go)
 	}
 	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
-	overloaded := 0       // consecutive attempts that failed without any node reporting a holder
+	overloaded := 0       // consecutive attempts that failed without any node reporting a holder (retryPause)
 	if c.wait.busy(key) {
 		join()
 		if err := c.waitTurn(ctx, set, wt, jitter(c.cfg.retryDelay)); err != nil {
@@ -182,13 +175,7 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 		if c.cfg.retryLimit > 0 && attempts >= c.cfg.retryLimit {
 			return nil, attempts, err
 		}
-		pause := jitter(c.cfg.retryDelay)
-		if qe != nil && !qe.contended() {
-			overloaded++
-			pause = jitter(overloadDelay(c.cfg.retryDelay, overloaded))
-		} else {
-			overloaded = 0
-		}
+		pause := c.retryPause(qe, &overloaded)
 		if wt == nil {
 			join()
 		}
@@ -197,21 +184,36 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 			break
 		}
 	}
-	// ctx ended: report the last attempt, with the context's end at the top of it rather
-	// than only inside one node's entry.
-	cerr := ctx.Err()
+	return nil, attempts, ctxEnded(ctx.Err(), last, err)
+}
+
+// retryPause is the pause before the next attempt after one that failed with qe: the retry
+// delay, jittered, while the key is contended; doubled for each consecutive attempt that
+// failed without any node reporting a holder (overload, counted in *overloaded).
+func (c *Client) retryPause(qe *QuorumError, overloaded *int) time.Duration {
+	if qe != nil && !qe.contended() {
+		*overloaded++
+		return jitter(overloadDelay(c.cfg.retryDelay, *overloaded))
+	}
+	*overloaded = 0
+	return jitter(c.cfg.retryDelay)
+}
+
+// ctxEnded is the error of an Acquire whose context ended (cerr): the last attempt's
+// detail, with the context's end at the top of it rather than only inside one node's entry.
+func ctxEnded(cerr error, last *QuorumError, err error) error {
 	switch {
 	case last != nil && last.Cause == nil:
 		last.Cause = cerr
-		return nil, attempts, last
+		return last
 	case last != nil && errors.Is(last, cerr):
-		return nil, attempts, last
+		return last
 	case last != nil:
-		return nil, attempts, fmt.Errorf("%w: %w", last, cerr)
+		return fmt.Errorf("%w: %w", last, cerr)
 	case !errors.Is(err, cerr):
-		err = fmt.Errorf("%w: %w", err, cerr)
+		return fmt.Errorf("%w: %w", err, cerr)
 	}
-	return nil, attempts, err
+	return err
 }
 
 // overloadDelay is the mean pause after the k-th consecutive attempt that failed without

@@ -13,8 +13,8 @@ const (
 	// DefaultNodeTimeout bounds one node's reply. The redis.io Redlock page suggests 5–50 ms
 	// for a 10 s TTL, so that a dead node costs little of the validity time; we take 100 ms
 	// because the first call to a node also dials it and loads the scripts (EVALSHA, then
-	// EVAL after NOSCRIPT), which took up to about 40 ms here under the race detector. The
-	// wait never exceeds the validity time either.
+	// EVAL after NOSCRIPT), which takes several round trips (docs/performance.md). The wait
+	// never exceeds the validity time either.
 	DefaultNodeTimeout = 100 * time.Millisecond
 	// DefaultNodeConcurrency is the number of pipelines a Client keeps in flight to one
 	// node. Calls beyond them wait in the node's queue and go out together in the next
@@ -213,26 +213,15 @@ func WithCounterIdleTTL(d time.Duration) Option {
 	}
 }
 
-// WithoutFencing turns fencing tokens off. Each node is then asked with a plain
-// `SET key value NX PX ttl` instead of the acquire script, no fence counter is read or
-// written, and every [Lock.Token] is 0, which [RedisFence] and package sqlfence reject with
-// an error matching ErrInvalidArgument. Acquire is cheaper this way (no Lua script on the
-// nodes; docs/performance.md prices the difference), and mutual exclusion is unchanged:
-// the same quorum and validity time. Since a plain SET cannot tell whether the key it found
-// is another holder's or ours (a SET that go-redis resent after losing the reply), the undo
-// of a failed acquire also releases the nodes that answered "present"; the release deletes
-// only a key that holds our id. Keys follow the same rules as with fencing (no
-// [FencePrefix], at most [MaxKeyLen] bytes), so that fenced and unfenced clients can
-// share them.
-//
-// What is lost is the protection of the data: a holder that pauses or is partitioned past
-// its validity time can still write after another holder took the lock, and nothing stops
-// that write (Kleppmann 2016, "Protecting against client pauses"; docs/failure-modes.md).
-// Use it only where a rare double holder costs efficiency, not correctness. Clients with
-// and without fencing may share keys: an acquisition without fencing leaves the counter
-// alone, so the tokens of the fenced ones still increase. [WithCounterIdleTTL] has no
-// effect, and [Client.Status] reports the counters that fenced clients left.
-// Default: fencing on.
+// WithoutFencing turns fencing tokens off: each node gets a plain SET key value NX PX ttl
+// instead of the acquire script, no fence counter is read or written, and every
+// [Lock.Token] is 0, which [RedisFence] and package sqlfence reject. Mutual exclusion rests
+// on the same quorum and validity time; what is lost is the protection of the data against a
+// holder that pauses past its validity. Use it only for locks that save work, where a rare
+// double holder costs efficiency, not correctness. Keys follow the same rules as with
+// fencing, and fenced and unfenced clients may share them. [WithCounterIdleTTL] then has no
+// effect. Why this is safe to mix, and how the undo treats "present" answers: docs/design.md
+// §3.1 and §3.5. Default: fencing on.
 func WithoutFencing() Option {
 	return func(c *config) error {
 		c.noFencing = true

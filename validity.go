@@ -62,3 +62,21 @@ func (c *Client) checkKeyTTL(ttl time.Duration) (time.Duration, error) {
 	}
 	return ttl, nil
 }
+
+// keyTTLMillis is the PX, in milliseconds, that a lock key of a lock with the given TTL
+// gets on a node when it is set or extended: ttl plus the lock-delay ([WithLockDelay]).
+// The holder's validity is always computed from ttl itself; the key may live longer than
+// that, never shorter. checkKeyTTL has bounded the sum by MaxTTL.
+func (c *Client) keyTTLMillis(ttl time.Duration) int64 {
+	return (ttl + c.cfg.lockDelay).Milliseconds()
+}
+
+// counterIdleMillis is the idle TTL given to a fence counter, in milliseconds: the configured
+// idle TTL, but never shorter than the lock key's own PX (keyTTLMillis), so a counter cannot
+// expire while a key that has just used it may still be on the node. 0 means no expiry.
+func (c *Client) counterIdleMillis(ttl time.Duration) int64 {
+	if c.cfg.counterIdleTTL == 0 {
+		return 0
+	}
+	return max(c.cfg.counterIdleTTL.Milliseconds(), c.keyTTLMillis(ttl))
+}

@@ -1,0 +1,29 @@
+# Everyday commands. CI runs .ci/run, which installs what the tests need and runs lint and race.
+.PHONY: test race lint bench lab demo ci
+
+test: ## the fast tests, without the race detector
+	go test ./...
+	cd otel && go test ./...
+
+race: ## the README's test command, and the otel module
+	go test -race ./...
+	cd otel && go test -race ./...
+
+lint: ## vet and staticcheck on every module
+	go vet ./...
+	go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd bench && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd otel && go vet ./... && go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+bench: ## benchmarks on real nodes, then the side-by-side run against go-redsync
+	go test -run '^$$' -bench . -benchmem .
+	bench/run.sh
+
+lab: ## the chaos lab, every scenario, report in /tmp/lab
+	go run ./cmd/redlock lab --out /tmp/lab
+
+demo: ## the settlement story on embedded nodes
+	go run ./cmd/redlock demo
+
+ci: ## what CI runs
+	bash .ci/run
