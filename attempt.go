@@ -88,7 +88,8 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 	if k == 1 && c.cfg.noFencing {
 		cmd = newSetNXCall(set.keys[0], id, c.keyTTLMillis(ttl))
 	} else {
-		cmd = newAcquireCommand(set, id, c.keyTTLMillis(ttl), counterSeed(a.start), c.counterIdleMillis(ttl), !c.cfg.noFencing)
+		cmd = newAcquireCommand(set, acquireArgs{id: id, px: c.keyTTLMillis(ttl), seed: counterSeed(a.start),
+			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing})
 	}
 	for i := range c.nodes {
 		a.acq[i] = cmd.newCall(tagAcquire, a)

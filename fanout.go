@@ -5,6 +5,13 @@ import (
 	"sync"
 )
 
+// The fan-outs. Every command to a node goes through that node's queue in the transport
+// (transport.go: sendTo, sendAfterTo), which reports each call's first outcome, within the
+// node timeout, to the call's sink; no operation spawns a goroutine per node or keeps a
+// timer per node. What differs per operation is only the sink that decides: quorumOp below
+// (extend, release: done at a quorum), askAll (Status and New's run_id check: every node's
+// view), and attempt in attempt.go (acquire: the tallies, raises and undo).
+
 // quorumOp runs a compare-and-act script (release.lua, extend.lua) on every node and
 // decides as soon as the outcome is known: nil once a quorum returned 1, a *QuorumError
 // matching ErrNotHeld once a quorum became impossible. Every call gets an outcome from the

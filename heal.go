@@ -23,8 +23,8 @@ func (l *Lock) heal(ctx context.Context, nodes []int) {
 	if left < time.Millisecond {
 		return // no validity left to give the keys: the next extend fails or succeeds without them
 	}
-	cmd := newHealCommand(l.set, l.id, c.keyTTLMillis(left), c.counterIdleMillis(l.ttl), counterSeed(c.cfg.clock.Now()),
-		!c.cfg.noFencing, l.tokens)
+	cmd := newHealCommand(l.set, healArgs{id: l.id, px: c.keyTTLMillis(left), idleMillis: c.counterIdleMillis(l.ttl),
+		fenced: !c.cfg.noFencing, seed: counterSeed(c.cfg.clock.Now()), tokens: l.tokens})
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released || l.releasing != nil {

@@ -24,11 +24,20 @@ var (
 	acquireMultiScript = newLua(acquireMultiSrc)
 )
 
-func newAcquireCommand(set lockKeys, id string, px, seed, idleMillis int64, fenced bool) *command {
+// acquireArgs are the ARGV of acquire.lua and acquire_multi.lua.
+type acquireArgs struct {
+	id         string
+	px         int64 // the keys' PX (keyTTLMillis)
+	seed       int64 // counterSeed
+	idleMillis int64 // counterIdleMillis
+	fenced     bool  // multi only: mint tokens
+}
+
+func newAcquireCommand(set lockKeys, a acquireArgs) *command {
 	if len(set.keys) == 1 {
-		return newScriptCall(acquireScript, set.pairs(), id, px, seed, idleMillis)
+		return newScriptCall(acquireScript, set.pairs(), a.id, a.px, a.seed, a.idleMillis)
 	}
-	cmd := newScriptCall(acquireMultiScript, set.pairs(), id, px, seed, idleMillis, argFlag(fenced))
+	cmd := newScriptCall(acquireMultiScript, set.pairs(), a.id, a.px, a.seed, a.idleMillis, argFlag(a.fenced))
 	cmd.kind = replySlice
 	return cmd
 }
@@ -96,10 +105,20 @@ var (
 	healScript = newLua(healSrc)
 )
 
-func newHealCommand(set lockKeys, id string, px, idleMillis, seed int64, fenced bool, tokens []Token) *command {
-	argv := make([]any, 0, 5+len(tokens))
-	argv = append(argv, id, px, idleMillis, argFlag(fenced), seed)
-	for _, t := range tokens {
+// healArgs are the ARGV of heal.lua.
+type healArgs struct {
+	id         string
+	px         int64 // the PX of keys set again
+	idleMillis int64
+	fenced     bool
+	seed       int64   // counterSeed for a missing counter
+	tokens     []Token // per key
+}
+
+func newHealCommand(set lockKeys, a healArgs) *command {
+	argv := make([]any, 0, 5+len(a.tokens))
+	argv = append(argv, a.id, a.px, a.idleMillis, argFlag(a.fenced), a.seed)
+	for _, t := range a.tokens {
 		argv = append(argv, uint64(t))
 	}
 	return newScriptCall(healScript, set.pairs(), argv...)
