@@ -43,6 +43,7 @@ type pendingRelease struct {
 	// release sends nothing to a node where its acquire was never written, yet an older
 	// release of the key may still be on its way there: after looks back to it.
 	prev []*pendingRelease
+	one  [1]*pendingRelease // prev of a single-key release, without an allocation of its own
 }
 
 // prevFor returns the release this one replaced for key.
@@ -57,7 +58,12 @@ func (pr *pendingRelease) prevFor(key string) *pendingRelease {
 
 // begin registers a release of keys about to be sent to n nodes; add each call, then end.
 func (p *pendingReleases) begin(keys []string, n int) *pendingRelease {
-	pr := &pendingRelease{keys: keys, calls: make([]*call, n), left: 1, prev: make([]*pendingRelease, len(keys))}
+	pr := &pendingRelease{keys: keys, calls: make([]*call, n), left: 1}
+	if len(keys) == 1 {
+		pr.prev = pr.one[:]
+	} else {
+		pr.prev = make([]*pendingRelease, len(keys))
+	}
 	for j, k := range keys {
 		sh := p.shard(k)
 		sh.mu.Lock()
