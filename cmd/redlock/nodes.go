@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/embedded"
 	"github.com/redis/go-redis/v9"
 )
@@ -349,4 +350,36 @@ func (s *nodeSet) Close() {
 	if s.embedded != nil {
 		s.embedded.Close()
 	}
+}
+
+// reader is a Client for the commands that only read the nodes (status, top), with its
+// go-redis clients.
+type reader struct {
+	c       *redlock.Client
+	clients []redis.UniversalClient
+	urls    []nodeURL
+}
+
+// openReader dials the real nodes named by --nodes (or the environment), with the TLS flags,
+// and makes a Client with the command's node timeout and amnesia tolerance.
+func openReader(e *env, cmd, nodesFlag string, tlsf *tlsFlags, nodeTimeout time.Duration, amnesia int) (*reader, error) {
+	urls, _, err := realNodes(e, cmd, nodesFlag)
+	if err != nil {
+		return nil, err
+	}
+	if err := tlsf.apply(cmd, urls); err != nil {
+		return nil, err
+	}
+	clients := dialNodes(urls)
+	c, err := redlock.New(clients, redlock.WithNodeTimeout(nodeTimeout), redlock.WithAmnesiaTolerance(amnesia))
+	if err != nil {
+		closeClients(clients)
+		return nil, usageErrorf("%s: %s", cmd, bare(err))
+	}
+	return &reader{c: c, clients: clients, urls: urls}, nil
+}
+
+func (r *reader) close() {
+	r.c.Close()
+	closeClients(r.clients)
 }

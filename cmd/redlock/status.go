@@ -55,20 +55,12 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if *nodeTimeout <= 0 {
 		return usageErrorf("status: --node-timeout %v must be positive", *nodeTimeout)
 	}
-	urls, _, err := realNodes(e, "status", *nodesFlag)
+	r, err := openReader(e, "status", *nodesFlag, &tlsf, *nodeTimeout, *amnesia)
 	if err != nil {
 		return err
 	}
-	if err := tlsf.apply("status", urls); err != nil {
-		return err
-	}
-	clients := dialNodes(urls)
-	defer closeClients(clients)
-	c, err := redlock.New(clients, redlock.WithNodeTimeout(*nodeTimeout), redlock.WithAmnesiaTolerance(*amnesia))
-	if err != nil {
-		return usageErrorf("status: %s", bare(err))
-	}
-	defer c.Close()
+	defer r.close()
+	c := r.c
 
 	st, err := c.Status(ctx, key)
 	switch {

@@ -90,20 +90,12 @@ func runTop(ctx context.Context, e *env, args []string) error {
 	case *nodeTimeout <= 0:
 		return usageErrorf("top: --node-timeout %v must be positive", *nodeTimeout)
 	}
-	urls, _, err := realNodes(e, "top", *nodesFlag)
+	r, err := openReader(e, "top", *nodesFlag, &tlsf, *nodeTimeout, *amnesia)
 	if err != nil {
 		return err
 	}
-	if err := tlsf.apply("top", urls); err != nil {
-		return err
-	}
-	clients := dialNodes(urls)
-	defer closeClients(clients)
-	c, err := redlock.New(clients, redlock.WithNodeTimeout(*nodeTimeout), redlock.WithAmnesiaTolerance(*amnesia))
-	if err != nil {
-		return usageErrorf("top: %s", bare(err))
-	}
-	defer c.Close()
+	defer r.close()
+	c, clients, urls := r.c, r.clients, r.urls
 
 	cfg := topConfig{interval: time.Duration(interval), limit: *limit, match: *match, all: *all, asJSON: *asJSON}
 	if f, ok := e.stdout.(*os.File); ok {
