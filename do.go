@@ -15,7 +15,8 @@ import (
 // still succeeds; one that fails outright is retried while validity time is left. If no
 // renewal is confirmed by Until − cancel margin × ttl ([WithCancelMargin], a tenth by
 // default), or a quorum of nodes reports that the key is gone or someone else's, fn's context
-// is cancelled with a cause that wraps [ErrLockLost] (see context.Cause). The cancellation is
+// is cancelled with a [*LockLostError] as its cause (see context.Cause), which matches
+// [ErrLockLost] and says whether the keys were gone or no renewal came in time. The cancellation is
 // scheduled for before the last confirmed validity deadline; a process that is paused or
 // starved of CPU can see it late, which is why writes must carry the fencing token. One
 // goroutine of the Client renews every Do's lock; a failed renewal is retried after

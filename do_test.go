@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -164,6 +165,10 @@ func TestDoCancelsBeforeExpiry(t *testing.T) {
 	if !errors.Is(cause, ErrLockLost) {
 		t.Fatalf("cancellation cause %v, want ErrLockLost", cause)
 	}
+	var lle *LockLostError
+	if !errors.As(cause, &lle) || lle.Refused || lle.Late == LateNone || lle.Margin != time.Duration(float64(ttl)*DefaultCancelMargin) {
+		t.Fatalf("cancellation cause %#v, want a late *LockLostError with the cancel margin", lle)
+	}
 	if !cancelledAt.Before(until) {
 		t.Fatalf("fn was told %v after the validity deadline", cancelledAt.Sub(until))
 	}
@@ -243,4 +248,30 @@ func TestCloseAfterLongDo(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close still waiting 10s after the last Do returned")
 	}
+}
+
+// TestDoLockLostError: the cause of a lost Do is a *LockLostError that says how it was lost:
+// refused (the keys were gone from every node) with the renewal's *QuorumError inside, or
+// late (no renewal confirmed in time, with the cancel margin), and it matches ErrLockLost.
+func TestDoLockLostError(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithRenewFraction(0.1))
+	ctx := ctxT(t, 10*time.Second)
+	err := c.Do(ctx, "lost:refused", time.Second, func(ctx context.Context, l *Lock) error {
+		for _, s := range servers {
+			s.Del("lost:refused")
+		}
+		<-ctx.Done()
+		return nil
+	})
+	var lle *LockLostError
+	var qe *QuorumError
+	if !errors.Is(err, ErrLockLost) || !errors.As(err, &lle) || !lle.Refused || lle.Late != LateNone ||
+		!errors.As(err, &qe) || qe.Op != "extend" || lle.Keys[0] != "lost:refused" {
+		t.Fatalf("refused: %v (%+v)", err, lle)
+	}
+	if !strings.HasPrefix(err.Error(), `redlock: lock lost: "lost:refused": `) {
+		t.Fatalf("message: %v", err)
+	}
+	// The late case: TestDoCancelsBeforeExpiry.
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-multierror"
 )
@@ -182,6 +183,47 @@ func (e *QuorumError) Unwrap() []error {
 	}
 	return errs
 }
+
+// LockLostError is why [Client.Do] gave its lock up: it is the cause of the function's
+// context (context.Cause) and is wrapped in Do's error. errors.Is(err, ErrLockLost) holds,
+// and errors.As finds the last renewal's *QuorumError in Cause when there is one.
+type LockLostError struct {
+	Keys []string // the lock's keys (read-only)
+	// Refused: more than N − Q nodes answered that the keys are gone (expired or another
+	// holder's), so no quorum can hold them. Otherwise no renewal was confirmed by the
+	// cancel point, Margin before the validity deadline, for the reason in Late.
+	Refused bool
+	Margin  time.Duration
+	Late    LateKind
+	Cause   error // the last renewal's error, or one that says why none was confirmed
+}
+
+// LateKind says why no renewal of a Do's lock was confirmed in time.
+type LateKind uint8
+
+const (
+	// LateNone: not late (LockLostError.Refused).
+	LateNone LateKind = iota
+	// LateRenewalFailed: the last renewal failed (Cause is its error) and no retry
+	// succeeded before the cancel point.
+	LateRenewalFailed
+	// LateRenewalUnconfirmed: a renewal was sent in time, but no quorum confirmed it.
+	LateRenewalUnconfirmed
+	// LateRenewerLate: the renewer ran too late to try (the process paused or starved).
+	LateRenewerLate
+)
+
+// Error implements error; the text is as before the type existed.
+func (e *LockLostError) Error() string {
+	name := lockKeys{keys: e.Keys}.String()
+	if e.Refused {
+		return fmt.Sprintf("%v: %s: %v", ErrLockLost, name, e.Cause)
+	}
+	return fmt.Sprintf("%v: %s: no renewal confirmed %v before the validity deadline: %v", ErrLockLost, name, e.Margin, e.Cause)
+}
+
+// Unwrap returns ErrLockLost and the cause.
+func (e *LockLostError) Unwrap() []error { return []error{ErrLockLost, e.Cause} }
 
 // ErrReleased means the Lock was released already: by an earlier or concurrent
 // [Lock.Release], or by [Client.Close]. errors.Is(err, ErrNotHeld) holds for it too.

@@ -4,7 +4,6 @@ import (
 	"container/heap"
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 )
@@ -118,8 +117,7 @@ func (r *renewer) loop() {
 			h := heap.Pop(&r.holds).(*hold)
 			cancelAt := h.l.Until().Add(-h.margin)
 			if !now.Before(cancelAt) {
-				h.lost = fmt.Errorf("%w: %s: no renewal confirmed %v before the validity deadline: %w",
-					ErrLockLost, h.l.set, h.margin, h.lateCause())
+				h.lost = &LockLostError{Keys: h.l.set.keys, Margin: h.margin, Late: h.lateKind(), Cause: h.lateCause()}
 				lose = append(lose, h)
 				continue
 			}
@@ -162,6 +160,17 @@ func (r *renewer) loop() {
 	}
 }
 
+// lateKind says which of LockLostError's Late cases applies.
+func (h *hold) lateKind() LateKind {
+	switch {
+	case h.last != nil:
+		return LateRenewalFailed
+	case h.inflight:
+		return LateRenewalUnconfirmed
+	}
+	return LateRenewerLate
+}
+
 // lateCause says why no renewal was confirmed by the cancel point.
 func (h *hold) lateCause() error {
 	switch {
@@ -202,7 +211,7 @@ func (r *renewer) extended(h *hold, err error) {
 		h.last = nil
 		h.next = now.Add(h.interval)
 	case r.c.definitelyLost(err):
-		h.lost = fmt.Errorf("%w: %s: %w", ErrLockLost, h.l.set, err)
+		h.lost = &LockLostError{Keys: h.l.set.keys, Refused: true, Cause: err}
 		if h.index >= 0 {
 			heap.Remove(&r.holds, h.index)
 		}

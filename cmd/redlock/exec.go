@@ -261,10 +261,20 @@ func (cfg *execConfig) lockName() string {
 // the failed renewal when the library reports one (a *redlock.QuorumError), else what
 // ErrLockLost means.
 func lostDetail(err error) string {
-	if qe, ok := errors.AsType[*redlock.QuorumError](err); ok {
-		return "the last renewal: " + quorumDetail(qe)
+	lle, ok := errors.AsType[*redlock.LockLostError](err)
+	if !ok {
+		return "no renewal was confirmed in time"
 	}
-	return "no renewal was confirmed in time"
+	qe, hasQE := errors.AsType[*redlock.QuorumError](lle.Cause)
+	switch {
+	case lle.Refused && hasQE:
+		return "the keys are gone from a quorum of nodes: " + quorumDetail(qe)
+	case hasQE:
+		return fmt.Sprintf("no renewal confirmed %v before the validity deadline; the last renewal: %s", lle.Margin, quorumDetail(qe))
+	case lle.Late == redlock.LateRenewerLate:
+		return fmt.Sprintf("no renewal tried in the %v before the validity deadline (redlock was paused or starved of CPU)", lle.Margin)
+	}
+	return fmt.Sprintf("no renewal confirmed %v before the validity deadline", lle.Margin)
 }
 
 // attemptDetail describes a failed acquire from the library's *redlock.QuorumError, or,

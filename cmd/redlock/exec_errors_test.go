@@ -20,13 +20,23 @@ func TestExecMessagesFromTypedErrors(t *testing.T) {
 			&redlock.NodeError{Node: 0, Addr: "127.0.0.1:7000", Err: errors.New("no reply within the node timeout")},
 			&redlock.NodeError{Node: 4, Err: errors.New("key absent")},
 		}}}
-	lost := fmt.Errorf("%w: renewal trouble: %w", redlock.ErrLockLost, extend)
-	want := "the last renewal: extend: 2 of 5 nodes agreed, quorum is 3; node 0 (127.0.0.1:7000): no reply within the node timeout; node 4: key absent"
-	if got := lostDetail(lost); got != want {
-		t.Errorf("lostDetail = %q, want %q", got, want)
-	}
-	if got := lostDetail(fmt.Errorf("%w: late", redlock.ErrLockLost)); got != "no renewal was confirmed in time" {
-		t.Errorf("lostDetail without a QuorumError = %q", got)
+	detail := "extend: 2 of 5 nodes agreed, quorum is 3; node 0 (127.0.0.1:7000): no reply within the node timeout; node 4: key absent"
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&redlock.LockLostError{Keys: []string{"k"}, Refused: true, Cause: extend}, "the keys are gone from a quorum of nodes: " + detail},
+		{&redlock.LockLostError{Keys: []string{"k"}, Margin: 3e9, Late: redlock.LateRenewalFailed, Cause: extend},
+			"no renewal confirmed 3s before the validity deadline; the last renewal: " + detail},
+		{&redlock.LockLostError{Keys: []string{"k"}, Margin: 3e9, Late: redlock.LateRenewerLate, Cause: errors.New("late")},
+			"no renewal tried in the 3s before the validity deadline (redlock was paused or starved of CPU)"},
+		{&redlock.LockLostError{Keys: []string{"k"}, Margin: 3e9, Late: redlock.LateRenewalUnconfirmed, Cause: errors.New("unconfirmed")},
+			"no renewal confirmed 3s before the validity deadline"},
+		{fmt.Errorf("%w: late", redlock.ErrLockLost), "no renewal was confirmed in time"},
+	} {
+		if got := lostDetail(fmt.Errorf("do: %w", tc.err)); got != tc.want {
+			t.Errorf("lostDetail(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 
 	acquire := &redlock.QuorumError{Op: "acquire", Key: "a", Keys: []string{"a", "b"}, Quorum: 2, Agreed: 1, Total: 3,
