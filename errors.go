@@ -23,8 +23,8 @@ var (
 	ErrNotHeld = errors.New("redlock: lock not held")
 
 	// ErrLockLost means [Client.Do] could not confirm a renewal of its lock in time and
-	// cancelled the function's context before the lock's validity deadline. It is the cause
-	// of that cancellation (context.Cause) and is wrapped in Do's error.
+	// cancelled the function's context before the lock's validity deadline. The cause of that
+	// cancellation (context.Cause), wrapped in Do's error, is a [*LockLostError] matching it.
 	ErrLockLost = errors.New("redlock: lock lost")
 
 	// ErrStaleToken means a fenced store refused a write because it has already admitted a
