@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -484,4 +485,56 @@ func TestRedisFenceContext(t *testing.T) {
 	if h, err := f.Highest(ctxT(t, 5*time.Second), "k"); err != nil || h != 0 {
 		t.Fatalf("Highest = %d, %v; want 0: nothing written", h, err)
 	}
+}
+
+// FuzzRedisFenceTokens: for any two tokens, a fenced write with the second after one with
+// the first is admitted exactly when second ≥ first, also above 2^53, where Lua's numbers
+// lose precision (fence_write.lua compares decimal strings in two exact halves); Get and
+// Highest read back the highest token admitted; parseToken reads every token's decimal.
+func FuzzRedisFenceTokens(f *testing.F) {
+	_, clients := miniNodes(f, 1)
+	fence := NewRedisFence(clients[0])
+	ctx := context.Background()
+	for _, s := range [][2]uint64{{1, 1}, {2, 1}, {1 << 53, 1<<53 + 1}, {1<<53 + 1, 1 << 53}, {math.MaxUint64, math.MaxUint64 - 1},
+		{9_999_999_999, 10_000_000_000}, {10_000_000_000, 9_999_999_999}, {1796125193379247, 1796125193379248}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		if a == 0 || b == 0 {
+			return
+		}
+		if got, err := parseToken(strconv.FormatUint(a, 10)); err != nil || uint64(got) != a {
+			t.Fatalf("parseToken(%d) = %d, %v", a, got, err)
+		}
+		key := "fuzz:" + strconv.FormatUint(a, 36) + ":" + strconv.FormatUint(b, 36)
+		defer clients[0].Del(ctx, key, "redlock:highest:{"+key+"}")
+		if err := fence.Set(ctx, key, "first", Token(a)); err != nil {
+			t.Fatalf("first write with %d: %v", a, err)
+		}
+		err := fence.Set(ctx, key, "second", Token(b))
+		if admitted := err == nil; admitted != (b >= a) {
+			t.Fatalf("write with %d after %d: %v", b, a, err)
+		}
+		if err != nil && !errors.Is(err, ErrStaleToken) {
+			t.Fatalf("refusal of %d after %d: %v", b, a, err)
+		}
+		_, tok, err := fence.Get(ctx, key)
+		if err != nil || uint64(tok) != max(a, b) {
+			t.Fatalf("Get after %d, %d: token %d, %v", a, b, tok, err)
+		}
+	})
+}
+
+// FuzzParseToken: parseToken never panics, and what it accepts is the decimal of a token
+// from 1 to 2^64−1 (leading zeros allowed).
+func FuzzParseToken(f *testing.F) {
+	for _, s := range []string{"1", "0", "18446744073709551615", "18446744073709551616", "-1", "+1", "007", "", "1e3", " 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tok, err := parseToken(s)
+		if err == nil && (tok == 0 || strconv.FormatUint(uint64(tok), 10) != strings.TrimLeft(s, "0")) {
+			t.Fatalf("parseToken(%q) = %d", s, tok)
+		}
+	})
 }

@@ -98,3 +98,67 @@ func TestCheckTTL(t *testing.T) {
 		})
 	}
 }
+
+// FuzzValidity: for any TTL, drift factor, lock delay and elapsed time, the TTL checks and the
+// validity arithmetic never overflow or panic; an accepted TTL is whole milliseconds, at most
+// MaxTTL with the delay, and leaves validity after the drift; the validity is never more than
+// ttl − drift, and never positive once the TTL has elapsed; the keys' PX is ttl + delay.
+func FuzzValidity(f *testing.F) {
+	for _, s := range [][4]int64{
+		{10_000, 10, 0, 0}, {3, 499, 0, 1}, {int64(MaxTTL / time.Millisecond), 10, 0, 0},
+		{int64(MaxTTL/time.Millisecond) - 1000, 10, 1000, 0}, {1, 0, 0, 0}, {-5, 10, 0, 0},
+		{10_000, 10, 0, int64(10 * time.Second)}, {10_000, 10, 0, -1}, {1 << 62, 10, 1 << 62, 1 << 62},
+	} {
+		f.Add(s[0], s[1], s[2], s[3])
+	}
+	f.Fuzz(func(t *testing.T, ttlMs, factorMilli, delayMs, elapsed int64) {
+		factor := float64(uint64(factorMilli)%500) / 1000 // [0, 0.5)
+		ttl := time.Duration(ttlMs) * time.Millisecond
+		if ttlMs > int64(MaxTTL/time.Millisecond)*2 || ttlMs < -1<<40 {
+			ttl = time.Duration(ttlMs) // beyond what ms can express without overflow: use as ns
+		}
+		var cfg config
+		d := time.Duration(delayMs%int64(MaxTTL/time.Millisecond)) * time.Millisecond
+		if err := WithLockDelay(d)(&cfg); err != nil {
+			if d >= 0 {
+				t.Fatalf("WithLockDelay(%v): %v", d, err)
+			}
+			d = 0
+		}
+		cfg.driftFactor = factor
+		c := &Client{cfg: cfg}
+		got, err := c.checkKeyTTL(ttl)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidArgument) {
+				t.Fatalf("checkKeyTTL(%v): %v", ttl, err)
+			}
+			return
+		}
+		switch {
+		case got <= 0 || got%time.Millisecond != 0 || got > ttl:
+			t.Fatalf("checkKeyTTL(%v) = %v", ttl, got)
+		case got+c.cfg.lockDelay > MaxTTL:
+			t.Fatalf("ttl %v + delay %v accepted beyond MaxTTL", got, c.cfg.lockDelay)
+		case got <= Drift(got, factor):
+			t.Fatalf("ttl %v accepted with no validity after drift %v", got, Drift(got, factor))
+		}
+		if px := c.keyTTLMillis(got); px <= 0 || time.Duration(px)*time.Millisecond != got+c.cfg.lockDelay {
+			t.Fatalf("keyTTLMillis(%v) with delay %v = %d", got, c.cfg.lockDelay, px)
+		}
+		start := time.Unix(0, 0)
+		if elapsed < 0 {
+			elapsed = -elapsed
+			if elapsed < 0 { // MinInt64
+				elapsed = 0
+			}
+		}
+		end := start.Add(time.Duration(elapsed))
+		v := Validity(got, start, end, factor)
+		if v > got-Drift(got, factor) {
+			t.Fatalf("validity %v above ttl − drift for ttl %v", v, got)
+		}
+		if time.Duration(elapsed) >= got && v > 0 {
+			t.Fatalf("validity %v > 0 after %v of a %v TTL", v, time.Duration(elapsed), got)
+		}
+	})
+}

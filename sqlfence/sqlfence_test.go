@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -505,4 +506,23 @@ func checkConcurrent(t *testing.T, db *sql.DB, write func(context.Context, redlo
 		t.Fatalf("fence holds %d; want the highest admitted token %d", fence, maxAdmitted)
 	}
 	return admitted
+}
+
+// FuzzParam: Param accepts exactly the tokens 1 to MaxToken, as the same int64, and refuses
+// the others with ErrInvalidArgument; it never panics.
+func FuzzParam(f *testing.F) {
+	for _, s := range []uint64{0, 1, uint64(MaxToken), uint64(MaxToken) + 1, math.MaxUint64, 1796125193379247} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, n uint64) {
+		p, err := Param(redlock.Token(n))
+		switch {
+		case n >= 1 && n <= uint64(MaxToken):
+			if err != nil || uint64(p) != n {
+				t.Fatalf("Param(%d) = %d, %v", n, p, err)
+			}
+		case !errors.Is(err, redlock.ErrInvalidArgument):
+			t.Fatalf("Param(%d) = %d, %v; want ErrInvalidArgument", n, p, err)
+		}
+	})
 }
