@@ -255,12 +255,19 @@ func TestClaimsReportFailures(t *testing.T) {
 
 func TestRedactURL(t *testing.T) {
 	for in, want := range map[string]string{
-		"redis://u:pw@h:1/0":  "redis://u:xxxxx@h:1/0",
-		"redis://:pw@h:1":     "redis://:xxxxx@h:1",
-		"redis://u@h:1":       "redis://u@h:1",
-		"redis://h:1":         "redis://h:1",
-		"not a url at all":    "not a url at all",
-		"rediss://a:b@c@h:10": "rediss://a:xxxxx@h:10",
+		"redis://u:pw@h:1/0":   "redis://u:xxxxx@h:1/0",
+		"redis://:pw@h:1":      "redis://:xxxxx@h:1",
+		"redis://u@h:1":        "redis://u@h:1",
+		"redis://h:1":          "redis://h:1",
+		"not a url at all":     "not a url at all",
+		"rediss://a:b@c@h:10":  "rediss://a:xxxxx@h:10",
+		"0://@:TopSecret#@0":   "0://@:xxxxx@0",
+		"0://0:TopSecret":      "0://0:xxxxx",
+		"redis://h:Top/Secret": "redis://h:xxxxx",
+		"TopSecret@h:1":        "xxxxx@h:1",
+		"redis://[::1]:7611":   "redis://[::1]:7611",
+		"redis://[::1]:pw":     "redis://[::1]:xxxxx",
+		"unix:///tmp/r.sock":   "unix:///tmp/r.sock",
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)

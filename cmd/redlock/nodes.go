@@ -97,6 +97,11 @@ func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT)", source, redactURL(u), urlProblem(err, u))
 		}
+		if redactURL(o.Addr) != o.Addr {
+			// The address itself holds what may be a password (a socket path with "user:pass@"
+			// in it, say): it would show in every message that names the node.
+			return nil, fmt.Errorf("%s: bad node URL %q: the address looks like it holds a password (want redis://HOST:PORT)", source, redactURL(u))
+		}
 		key := o.Network + " " + o.Addr
 		if j, dup := seen[key]; dup {
 			return nil, fmt.Errorf("%s: entries %d and %d are the same node %s; Redlock needs independent nodes", source, j+1, i+1, o.Addr)
@@ -131,9 +136,15 @@ func hostProblem(u string) string {
 	return ""
 }
 
-// redactURL hides the password of a URL that is about to be printed: everything between
-// the first ':' of the user information and its end (the last '@' before the path) becomes
-// "xxxxx". It works on text that does not parse as a URL too, which is when it is needed.
+// redactURL hides the password of a URL that is about to be printed. It works on text that
+// does not parse as a URL too, which is when it is needed, and errs on the side of hiding:
+//   - with an '@': everything between the first ':' of the user information and the last '@'
+//     of the text becomes "xxxxx" (a password may hold '/', '?', '#' or '@' unescaped); with
+//     no ':' there and no scheme, all of it (the second half of a password that a ',' of the
+//     node list cut in two);
+//   - after the last '@' (or in the whole text, without one): a ':' in the host part not
+//     followed by a port number starts what may be the first half of such a password, and
+//     the rest of the text becomes "xxxxx".
 func redactURL(u string) string {
 	scheme, rest, ok := strings.Cut(u, "://")
 	if !ok {
@@ -141,22 +152,45 @@ func redactURL(u string) string {
 	} else {
 		scheme += "://"
 	}
-	hostEnd := strings.IndexAny(rest, "/?#")
-	if hostEnd < 0 {
-		hostEnd = len(rest)
+	prefix, body := scheme, rest
+	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
+		user, _, hasPass := strings.Cut(rest[:at], ":")
+		switch {
+		case hasPass:
+			prefix += user + ":xxxxx@"
+		case scheme == "" && at > 0:
+			prefix += "xxxxx@"
+		default:
+			prefix += rest[:at+1]
+		}
+		body = rest[at+1:]
 	}
-	at := strings.LastIndexByte(rest[:hostEnd], '@')
-	if at < 0 {
-		// An '@' only after the host part: perhaps a password with a '/' in it.
-		if at = strings.LastIndexByte(rest, '@'); at < 0 {
-			return u
+	return prefix + redactHost(body)
+}
+
+// redactHost hides what follows a ':' in the host part that is not a port number: it may be
+// the first half of a password cut off by the ',' that separates the entries of a node list.
+func redactHost(s string) string {
+	off := 0
+	if strings.HasPrefix(s, "[") { // an IPv6 literal: its port follows the ']'
+		if end := strings.IndexByte(s, ']'); end >= 0 {
+			off = end + 1
 		}
 	}
-	user, _, hasPass := strings.Cut(rest[:at], ":")
-	if !hasPass {
-		return u
+	i := strings.IndexByte(s[off:], ':')
+	if i < 0 {
+		return s
 	}
-	return scheme + user + ":xxxxx" + rest[at:]
+	i += off
+	after := s[i+1:]
+	j := 0
+	for j < len(after) && after[j] >= '0' && after[j] <= '9' {
+		j++
+	}
+	if j > 0 && j <= 5 && (j == len(after) || strings.IndexByte("/?#", after[j]) >= 0) {
+		return s // a port
+	}
+	return s[:i] + ":xxxxx"
 }
 
 // urlProblem says what is wrong with a node URL that did not parse, without any text taken
