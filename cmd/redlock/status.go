@@ -256,12 +256,9 @@ type nodeStatusDoc struct {
 	Counter   uint64 `json:"counter"` // 0 when the node has no fence counter
 }
 
-func writeStatusJSON(w io.Writer, st *redlock.Status) error {
-	doc := statusDoc{
-		Key: st.Key, State: stateWord(st), Quorum: st.Quorum, Total: len(st.Nodes), Answered: answered(st),
-		Holder: st.Holder, HolderNodes: holderNodes(st, st.Holder), TTLMillis: quorumTTL(st).Milliseconds(),
-		NextTokenAtLeast: uint64(st.NextTokenAtLeast), Nodes: make([]nodeStatusDoc, 0, len(st.Nodes)),
-	}
+// nodeDocs is the JSON of each node's view of a lock (status --json, top --json).
+func nodeDocs(st *redlock.Status) []nodeStatusDoc {
+	out := make([]nodeStatusDoc, 0, len(st.Nodes))
 	for _, ns := range st.Nodes {
 		nd := nodeStatusDoc{Node: ns.Node, Addr: ns.Addr, Answered: ns.Err == nil}
 		if ns.Err != nil {
@@ -269,7 +266,16 @@ func writeStatusJSON(w io.Writer, st *redlock.Status) error {
 		} else {
 			nd.Holder, nd.TTLMillis, nd.Counter = ns.Holder, ns.TTL.Milliseconds(), uint64(ns.Counter)
 		}
-		doc.Nodes = append(doc.Nodes, nd)
+		out = append(out, nd)
+	}
+	return out
+}
+
+func writeStatusJSON(w io.Writer, st *redlock.Status) error {
+	doc := statusDoc{
+		Key: st.Key, State: stateWord(st), Quorum: st.Quorum, Total: len(st.Nodes), Answered: answered(st),
+		Holder: st.Holder, HolderNodes: holderNodes(st, st.Holder), TTLMillis: quorumTTL(st).Milliseconds(),
+		NextTokenAtLeast: uint64(st.NextTokenAtLeast), Nodes: nodeDocs(st),
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

@@ -529,16 +529,7 @@ func writeTopJSON(w io.Writer, s *topSnap, addrs []string) error {
 		ld := topLockDoc{
 			Key: st.Key, KeyBase64: base64.StdEncoding.EncodeToString([]byte(st.Key)), State: v.state, Disagree: v.disagree,
 			Holder: v.holder, HolderNodes: v.on, Quorum: st.HeldByQuorum(), TTLMillis: quorumTTL(st).Milliseconds(),
-			NextTokenAtLeast: uint64(st.NextTokenAtLeast), Nodes: make([]nodeStatusDoc, 0, len(st.Nodes)),
-		}
-		for _, ns := range st.Nodes {
-			nd := nodeStatusDoc{Node: ns.Node, Addr: ns.Addr, Answered: ns.Err == nil}
-			if ns.Err != nil {
-				nd.Error = nodeErrText(ns.Err)
-			} else {
-				nd.Holder, nd.TTLMillis, nd.Counter = ns.Holder, ns.TTL.Milliseconds(), uint64(ns.Counter)
-			}
-			ld.Nodes = append(ld.Nodes, nd)
+			NextTokenAtLeast: uint64(st.NextTokenAtLeast), Nodes: nodeDocs(st),
 		}
 		doc.Locks = append(doc.Locks, ld)
 	}

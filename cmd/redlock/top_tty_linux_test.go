@@ -3,7 +3,6 @@ package main
 import (
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,39 +46,8 @@ func TestTopOnTerminal(t *testing.T) {
 		t.Fatalf("TIOCSWINSZ: %v", errno)
 	}
 	cmd := exec.Command(redlockBin(t), "top", "--interval", "100ms", "--nodes", nodes)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	_ = pts.Close()
-	var out testutil.SyncBuffer
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			_, _ = out.Write(buf[:n])
-			if err != nil {
-				return
-			}
-		}
-	})
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	defer func() {
-		select {
-		case <-done:
-		default:
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = ptmx.Close()
-		wg.Wait()
-	}()
+	term := startOnTerminal(t, cmd, ptmx, pts)
+	out, done := &term.out, term.done
 
 	frames := func() int { return strings.Count(out.String(), "\x1b[H") }
 	testutil.WaitFor(t, 15*time.Second, "an empty screen", func() bool {
@@ -111,7 +79,7 @@ func TestTopOnTerminal(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatalf("top did not exit on Ctrl-C; terminal output %q", out.String())
 	}
-	wg.Wait()
+	term.drain()
 	code := cmd.ProcessState.ExitCode()
 	if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() {
 		code = 128 + int(ws.Signal())

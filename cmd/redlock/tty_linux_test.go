@@ -38,6 +38,57 @@ func openPTY(t *testing.T) (*os.File, *os.File) {
 	return ptmx, pts
 }
 
+// terminal is a command running as a shell's foreground job on a pseudo-terminal: all it
+// writes on the terminal is collected in out, and done is closed once it has exited.
+type terminal struct {
+	out  testutil.SyncBuffer
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// startOnTerminal starts cmd in a new session with pts as its controlling terminal and its
+// stdin, stdout and stderr (what a shell does for a foreground job), closes pts on our side,
+// and reads ptmx until every process has closed the terminal. At the end of the test the
+// command is killed if it still runs, ptmx is closed and the reader waited for.
+func startOnTerminal(t *testing.T, cmd *exec.Cmd, ptmx, pts *os.File) *terminal {
+	t.Helper()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = pts.Close()
+	term := &terminal{done: make(chan struct{})}
+	term.wg.Go(func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			_, _ = term.out.Write(buf[:n])
+			if err != nil { // EIO once every process has closed the terminal
+				return
+			}
+		}
+	})
+	go func() {
+		_ = cmd.Wait()
+		close(term.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-term.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-term.done
+		}
+		_ = ptmx.Close()
+		term.wg.Wait()
+	})
+	return term
+}
+
+// drain waits until the terminal's output has been read to its end.
+func (term *terminal) drain() { term.wg.Wait() }
+
 // TestExecOnTerminal runs exec as a shell runs a foreground job on a terminal: the command
 // can read the terminal (it is not stopped by SIGTTIN for being in a background process
 // group), and Ctrl-C on the terminal reaches it.
@@ -58,41 +109,8 @@ func TestExecOnTerminal(t *testing.T) {
 			defer ptmx.Close()
 			cmd := exec.Command(redlockBin(t), "exec", "--nodes", nodes, "tty-"+strconv.Itoa(tc.code), "--",
 				"sh", "-c", `echo ready; read line; echo "got $line"`)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
-			// A new session with the terminal as its controlling terminal, redlock in its
-			// foreground process group: what a shell does for a foreground job.
-			cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			_ = pts.Close()
-			var out testutil.SyncBuffer
-			var wg sync.WaitGroup
-			wg.Go(func() {
-				buf := make([]byte, 4096)
-				for {
-					n, err := ptmx.Read(buf)
-					_, _ = out.Write(buf[:n])
-					if err != nil { // EIO once every process has closed the terminal
-						return
-					}
-				}
-			})
-			done := make(chan struct{})
-			go func() {
-				_ = cmd.Wait()
-				close(done)
-			}()
-			defer func() {
-				select {
-				case <-done:
-				default:
-					_ = cmd.Process.Kill()
-					<-done
-				}
-				_ = ptmx.Close()
-				wg.Wait()
-			}()
+			term := startOnTerminal(t, cmd, ptmx, pts)
+			out, done := &term.out, term.done
 
 			testutil.WaitFor(t, 15*time.Second, "the command's ready line", func() bool { return strings.Contains(out.String(), "ready") })
 			if _, err := ptmx.WriteString(tc.input); err != nil {
@@ -107,7 +125,7 @@ func TestExecOnTerminal(t *testing.T) {
 			if ws := cmd.ProcessState.Sys().(syscall.WaitStatus); ws.Signaled() {
 				code = 128 + int(ws.Signal())
 			}
-			wg.Wait() // the terminal is closed: all output has been read
+			term.drain() // the terminal is closed: all output has been read
 			if code != tc.code || !strings.Contains(out.String(), tc.want) {
 				t.Errorf("exit code %d, want %d; terminal output %q, want %q in it", code, tc.code, out.String(), tc.want)
 			}
