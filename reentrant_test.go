@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // TestReentrantDo: inside a Do on K, an Acquire and a Do on K with the function's context
@@ -16,6 +19,7 @@ func TestReentrantDo(t *testing.T) {
 	c := newTestClient(t, clients, WithRenewFraction(0.2))
 	ctx := ctxT(t, 10*time.Second)
 	err := c.Do(ctx, "re:k", 500*time.Millisecond, func(ctx context.Context, outer *Lock) error {
+		heldEverywhere(t, servers, "re:k", outer.ID())
 		before := commandCounts(servers)
 		inner, err := c.Acquire(ctx, "re:k", time.Second)
 		if err != nil {
@@ -154,6 +158,7 @@ func TestReentrantMulti(t *testing.T) {
 	c := newTestClient(t, clients)
 	ctx := ctxT(t, 10*time.Second)
 	err := c.DoMulti(ctx, []string{"re:a", "re:b"}, time.Minute, func(ctx context.Context, m *MultiLock) error {
+		heldEverywhere(t, servers, "re:a", m.ID())
 		before := commandCounts(servers)
 		b, err := c.Acquire(ctx, "re:b", time.Minute)
 		if err != nil || b.Token() != m.Token("re:b") {
@@ -174,4 +179,18 @@ func TestReentrantMulti(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// heldEverywhere waits until every node holds key for id: the acquire's calls to the nodes
+// beyond the quorum have been answered, so they do not count as commands of what follows.
+func heldEverywhere(t *testing.T, servers []*miniredis.Miniredis, key, id string) {
+	t.Helper()
+	testutil.WaitFor(t, 10*time.Second, "every node to hold "+key, func() bool {
+		for _, s := range servers {
+			if v, _ := s.Get(key); v != id {
+				return false
+			}
+		}
+		return true
+	})
 }
