@@ -89,7 +89,7 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 		cmd = newSetNXCall(set.keys[0], id, c.keyTTLMillis(ttl))
 	} else {
 		cmd = newAcquireCommand(set, acquireArgs{id: id, px: c.keyTTLMillis(ttl), seed: counterSeed(a.start),
-			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing})
+			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing, layout: c.cfg.layout})
 	}
 	for i := range c.nodes {
 		a.acq[i] = cmd.newCall(tagAcquire, a)
@@ -203,7 +203,8 @@ func (a *attempt) sendRaise(i, k int) {
 	a.c.cfg.logger.Debug("redlock: raising fence counter", "key", quoteKey(a.set.keys[k]), "node", i,
 		"from", t.counter[i], "to", t.target)
 	a.raised = true
-	cmd := newRaiseCommand(a.set.keys[k], a.set.fences[k], a.id, t.target, a.c.counterIdleMillis(a.ttl))
+	cmd := newRaiseCommand(a.set, k, raiseArgs{id: a.id, target: t.target, idleMillis: a.c.counterIdleMillis(a.ttl),
+		layout: a.c.cfg.layout})
 	a.c.sendTo(i, cmd.newCall(tagRaise+uint8(k), a))
 }
 

@@ -24,7 +24,7 @@ func (l *Lock) heal(ctx context.Context, nodes []int) {
 		return // no validity left to give the keys: the next extend fails or succeeds without them
 	}
 	cmd := newHealCommand(l.set, healArgs{id: l.id, px: c.keyTTLMillis(left), idleMillis: c.counterIdleMillis(l.ttl),
-		fenced: !c.cfg.noFencing, seed: counterSeed(c.cfg.clock.Now()), tokens: l.tokens})
+		fenced: !c.cfg.noFencing, seed: counterSeed(c.cfg.clock.Now()), layout: c.cfg.layout, tokens: l.tokens})
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released || l.releasing != nil {

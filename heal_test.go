@@ -92,7 +92,7 @@ func rollingRestarts(t *testing.T, healing bool) {
 			if got := clients[i].Get(ctx, key).Val(); got != l.ID() {
 				return fmt.Errorf("node %d not healed: key is %q", i, got)
 			}
-			c, err := clients[i].Get(ctx, FencePrefix+"{"+key+"}").Result()
+			c, err := clients[i].Get(ctx, slotCounter(key)).Result()
 			if n, _ := strconv.ParseUint(c, 10, 64); err != nil || Token(n) < l.Token() {
 				return fmt.Errorf("node %d: counter %q (%v) below the token %d", i, c, err, l.Token())
 			}
@@ -130,7 +130,7 @@ func TestRealHealNeverTakesAnotherHoldersKey(t *testing.T) {
 	c := newTestClient(t, clients)
 	ctx := ctxT(t, time.Minute)
 	const key = "heal:foreign"
-	fence := FencePrefix + "{" + key + "}"
+	fence := slotCounter(key)
 	l, err := c.TryAcquire(ctx, key, time.Minute)
 	if err != nil {
 		t.Fatal(err)

@@ -256,7 +256,7 @@ func TestLockDelayCounterOutlivesKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(c) // the nodes beyond the quorum answer in the background
-	fence, _ := fenceKey("delay:counter")
+	fence := slotCounter("delay:counter")
 	for i, s := range servers {
 		if got := s.TTL(fence); got != 7*time.Second {
 			t.Fatalf("node %d: counter TTL %v, want the key's 7s", i, got)

@@ -11,10 +11,12 @@ import (
 const MaxMultiKeys = 64
 
 // lockKeys names what one lock holds: one key, or the keys of a multi-key lock in the
-// caller's order, each with its fence counter (fenceKey). It is read-only once built.
+// caller's order, each with its per-key fence counter (fenceKey) and its slot counter
+// (slotCounter). It is read-only once built.
 type lockKeys struct {
 	keys   []string
 	fences []string
+	slots  []string
 }
 
 // newLockKeys validates the keys of a lock and derives their fence counters. A single key
@@ -26,9 +28,10 @@ func newLockKeys(keys ...string) (lockKeys, error) {
 	case len(keys) > MaxMultiKeys:
 		return lockKeys{}, invalidf("%d keys, more than MaxMultiKeys (%d)", len(keys), MaxMultiKeys)
 	}
-	names := make([]string, 2*len(keys)) // the keys, then their counters: one allocation
+	n := len(keys)
+	names := make([]string, 3*n) // the keys, their counters, their slot counters: one allocation
 	copy(names, keys)
-	set := lockKeys{keys: names[:len(keys):len(keys)], fences: names[len(keys):]}
+	set := lockKeys{keys: names[:n:n], fences: names[n : 2*n : 2*n], slots: names[2*n:]}
 	var seen map[string]bool
 	if len(keys) > 1 {
 		seen = make(map[string]bool, len(keys))
@@ -48,6 +51,7 @@ func newLockKeys(keys ...string) (lockKeys, error) {
 			seen[k] = true
 		}
 		set.fences[i] = f
+		set.slots[i] = slotCounter(k)
 	}
 	return set, nil
 }
@@ -60,11 +64,23 @@ func (s lockKeys) multi() []string {
 	return s.keys
 }
 
-// pairs returns the KEYS of the acquire and heal scripts: each lock key, then its counter.
-func (s lockKeys) pairs() []string {
-	out := make([]string, 0, 2*len(s.keys))
+// counters returns key i's own counter under layout l, the one its tokens are written to,
+// and the other layout's, which is read (and, for the slot layout, kept up) so that the two
+// layouts never issue one key a token twice.
+func (s lockKeys) counters(i int, l CounterLayout) (own, other string) {
+	if l == KeyCounters {
+		return s.fences[i], s.slots[i]
+	}
+	return s.slots[i], s.fences[i]
+}
+
+// triples returns the KEYS of the acquire and heal scripts under layout l: each lock key,
+// then its own counter, then the other one.
+func (s lockKeys) triples(l CounterLayout) []string {
+	out := make([]string, 0, 3*len(s.keys))
 	for i, k := range s.keys {
-		out = append(out, k, s.fences[i])
+		own, other := s.counters(i, l)
+		out = append(out, k, own, other)
 	}
 	return out
 }

@@ -76,8 +76,9 @@ type config struct {
 	noFencing        bool // WithoutFencing: plain SET NX PX, no counter, Token 0
 	noHealing        bool // WithoutHealing: extends do not give keys back to nodes that lost them
 	lockDelay        time.Duration
-	observer         Observer // WithObserver; nil for none
-	noWakeups        bool     // WithoutWakeups: no PUBLISH on release, no SUBSCRIBE for waiters
+	observer         Observer      // WithObserver; nil for none
+	noWakeups        bool          // WithoutWakeups: no PUBLISH on release, no SUBSCRIBE for waiters
+	layout           CounterLayout // WithCounterLayout
 }
 
 func defaultConfig() config {
@@ -209,6 +210,23 @@ func WithCounterIdleTTL(d time.Duration) Option {
 			return invalidf("counter idle TTL %v is not a whole number of milliseconds", d)
 		}
 		c.counterIdleTTL = d
+		return nil
+	}
+}
+
+// WithCounterLayout sets which fence counters the Client mints tokens from: [SlotCounters]
+// (the default: at most 16 384 counters per node, whatever the number of distinct keys) or
+// [KeyCounters] (one counter per distinct key, consecutive tokens per key, as before
+// SlotCounters existed). Clients of both layouts, and of earlier versions, may lock the same
+// keys on the same nodes: each layout reads the other's counter, so no key gets a token at or
+// below one it was issued before (docs/design.md §5.11, which also gives the rolling-upgrade
+// procedure). Any other value is ErrInvalidArgument from New.
+func WithCounterLayout(l CounterLayout) Option {
+	return func(c *config) error {
+		if l != SlotCounters && l != KeyCounters {
+			return invalidf("counter layout %v is neither SlotCounters nor KeyCounters", l)
+		}
+		c.layout = l
 		return nil
 	}
 }

@@ -212,7 +212,8 @@ func TestRealScripts(t *testing.T) {
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 10*time.Second)
 	for name, s := range map[string]*redis.Script{"acquire": acquireScript.Script, "raise": raiseScript.Script,
-		"release": releaseScript.Script, "extend": extendScript.Script, "status": statusScript.Script} {
+		"release": releaseScript.Script, "extend": extendScript.Script, "status": statusScript.Script,
+		"acquire_multi": acquireMultiScript.Script, "heal": healScript.Script} {
 		sha, err := s.Load(ctx, rc).Result()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -251,7 +252,7 @@ func TestRealFenceKeySlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, derived := range []string{fence, token} {
+		for _, derived := range []string{fence, token, slotCounter(key)} {
 			b, err := rc.ClusterKeySlot(ctx, derived).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -364,10 +365,12 @@ func TestRealACLUser(t *testing.T) {
 		clients = append(clients, rc)
 	}
 	ctx := ctxT(t, 30*time.Second)
-	fence, _ := fenceKey("acl:k")
-	initial := []int64{10, 10, 5, 3, 12} // no three equal after INCR: the slow path
-	for i, n := range initial {
-		admin[i].Set(ctx, fence, n, 0)
+	fence := slotCounter("acl:k")
+	initial := []int64{10, 10, 5, 3, 12} // no three equal after an increment: the slow path
+	base := aheadOfSeeds()               // above the clock, where the slot layout's floor does not reach
+	for i := range initial {
+		initial[i] += base
+		admin[i].Set(ctx, fence, initial[i], 0)
 	}
 	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
 	l, err := c.TryAcquire(ctx, "acl:k", 10*time.Second)

@@ -16,7 +16,7 @@ import (
 
 const testKey = "settlement:2026-11-29"
 
-var testFence, _ = fenceKey(testKey)
+var testFence = slotCounter(testKey) // the default layout's counter of testKey
 
 func TestNewRejectsBadInput(t *testing.T) {
 	_, clients := miniNodes(t, 3)
@@ -312,7 +312,9 @@ func TestCountersOutOfSync(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(counters), func(t *testing.T) {
 			servers, clients := miniNodes(t, 5)
+			base := aheadOfSeeds() // above the clock, where the slot layout's floor does not reach
 			for i, s := range servers {
+				counters[i] += base
 				s.Set(testFence, strconv.FormatInt(counters[i], 10))
 			}
 			c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
@@ -616,7 +618,7 @@ func TestCounterSeedAndIdleTTL(t *testing.T) {
 	}
 	settle(c)
 	for i, s := range servers {
-		fk, _ := fenceKey("long")
+		fk := slotCounter("long")
 		if ttl := s.TTL(fk); ttl != 3*time.Hour {
 			t.Fatalf("node %d: counter TTL %v under a 3h lock with a 1h idle TTL", i, ttl)
 		}
@@ -629,7 +631,7 @@ func TestCounterSeedAndIdleTTL(t *testing.T) {
 	}
 	c0.Close()
 	for i, s := range servers {
-		fk, _ := fenceKey("other")
+		fk := slotCounter("other")
 		if ttl := s.TTL(fk); ttl != 0 {
 			t.Fatalf("node %d: counter TTL %v with idle TTL 0", i, ttl)
 		}

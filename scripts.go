@@ -12,16 +12,23 @@ import (
 // to EVAL when a node answers NOSCRIPT (its script cache was lost by a restart or SCRIPT
 // FLUSH).
 
+// counters.lua: the fence-counter rules (mint, store, mirror), put in front of every script
+// that writes counters: acquire, acquire_multi, raise and heal.
+//
+//go:embed lua/counters.lua
+var countersSrc string
+
 // acquire.lua (one key) and acquire_multi.lua (several, all or none): KEYS are the lock keys
-// each followed by its fence counter; ARGV id, the keys' PX, the seed of a missing counter,
-// the counter's idle TTL, and (multi only) "1" to mint tokens or "0" without fencing.
+// each followed by its own and its other fence counter (lockKeys.triples); ARGV id, the keys'
+// PX, the seed, the counter's idle TTL, (multi only) "1" to mint tokens or "0" without
+// fencing, and "1" for the slot layout or "0" for the per-key layout.
 var (
 	//go:embed lua/acquire.lua
 	acquireSrc string
 	//go:embed lua/acquire_multi.lua
 	acquireMultiSrc    string
-	acquireScript      = newLua(acquireSrc)
-	acquireMultiScript = newLua(acquireMultiSrc)
+	acquireScript      = newLua(countersSrc + acquireSrc)
+	acquireMultiScript = newLua(countersSrc + acquireMultiSrc)
 )
 
 // acquireArgs are the ARGV of acquire.lua and acquire_multi.lua.
@@ -31,27 +38,39 @@ type acquireArgs struct {
 	seed       int64 // counterSeed
 	idleMillis int64 // counterIdleMillis
 	fenced     bool  // multi only: mint tokens
+	layout     CounterLayout
 }
 
 func newAcquireCommand(set lockKeys, a acquireArgs) *command {
+	slot := argFlag(a.layout == SlotCounters)
 	if len(set.keys) == 1 {
-		return newScriptCall(acquireScript, set.pairs(), a.id, a.px, a.seed, a.idleMillis)
+		return newScriptCall(acquireScript, set.triples(a.layout), a.id, a.px, a.seed, a.idleMillis, slot)
 	}
-	cmd := newScriptCall(acquireMultiScript, set.pairs(), a.id, a.px, a.seed, a.idleMillis, argFlag(a.fenced))
+	cmd := newScriptCall(acquireMultiScript, set.triples(a.layout), a.id, a.px, a.seed, a.idleMillis, argFlag(a.fenced), slot)
 	cmd.kind = replySlice
 	return cmd
 }
 
-// raise.lua: KEYS the lock key and its counter; ARGV id, the target token, the counter's
-// idle TTL.
+// raise.lua: KEYS the lock key, its own counter and its other counter; ARGV id, the target
+// token, the counter's idle TTL, "1" for the slot layout.
 var (
 	//go:embed lua/raise.lua
 	raiseSrc    string
-	raiseScript = newLua(raiseSrc)
+	raiseScript = newLua(countersSrc + raiseSrc)
 )
 
-func newRaiseCommand(key, fence, id string, target, idleMillis int64) *command {
-	return newScriptCall(raiseScript, []string{key, fence}, id, target, idleMillis)
+// raiseArgs are the ARGV of raise.lua.
+type raiseArgs struct {
+	id         string
+	target     int64
+	idleMillis int64
+	layout     CounterLayout
+}
+
+func newRaiseCommand(set lockKeys, k int, a raiseArgs) *command {
+	own, other := set.counters(k, a.layout)
+	return newScriptCall(raiseScript, []string{set.keys[k], own, other}, a.id, a.target, a.idleMillis,
+		argFlag(a.layout == SlotCounters))
 }
 
 // release.lua (one key) and release_multi.lua: KEYS the lock keys; ARGV id and, to announce
@@ -96,13 +115,13 @@ func newExtendCommand(set lockKeys, id string, px int64) *command {
 	return newScriptCall(extendScript, set.keys, id, px)
 }
 
-// heal.lua: KEYS the lock keys each followed by its counter; ARGV id, the PX of keys set
-// again, the counters' idle TTL, "1" to lift counters ("0" without fencing), the seed of a
-// missing counter, then the token of each key.
+// heal.lua: KEYS the lock keys each followed by its own and its other counter; ARGV id, the
+// PX of keys set again, the counters' idle TTL, "1" to lift counters ("0" without fencing),
+// the seed of a missing counter, "1" for the slot layout, then the token of each key.
 var (
 	//go:embed lua/heal.lua
 	healSrc    string
-	healScript = newLua(healSrc)
+	healScript = newLua(countersSrc + healSrc)
 )
 
 // healArgs are the ARGV of heal.lua.
@@ -111,28 +130,29 @@ type healArgs struct {
 	px         int64 // the PX of keys set again
 	idleMillis int64
 	fenced     bool
-	seed       int64   // counterSeed for a missing counter
+	seed       int64 // counterSeed for a missing counter
+	layout     CounterLayout
 	tokens     []Token // per key
 }
 
 func newHealCommand(set lockKeys, a healArgs) *command {
-	argv := make([]any, 0, 5+len(a.tokens))
-	argv = append(argv, a.id, a.px, a.idleMillis, argFlag(a.fenced), a.seed)
+	argv := make([]any, 0, 6+len(a.tokens))
+	argv = append(argv, a.id, a.px, a.idleMillis, argFlag(a.fenced), a.seed, argFlag(a.layout == SlotCounters))
 	for _, t := range a.tokens {
 		argv = append(argv, uint64(t))
 	}
-	return newScriptCall(healScript, set.pairs(), argv...)
+	return newScriptCall(healScript, set.triples(a.layout), argv...)
 }
 
-// status.lua: KEYS the lock key and its counter; no ARGV. An array reply.
+// status.lua: KEYS the lock key, its own and its other counter; no ARGV. An array reply.
 var (
 	//go:embed lua/status.lua
 	statusSrc    string
 	statusScript = newLua(statusSrc)
 )
 
-func newStatusCommand(key, fence string) *command {
-	cmd := newScriptCall(statusScript, []string{key, fence})
+func newStatusCommand(set lockKeys, l CounterLayout) *command {
+	cmd := newScriptCall(statusScript, set.triples(l))
 	cmd.kind = replySlice
 	return cmd
 }

@@ -18,8 +18,14 @@ type NodeStatus struct {
 	// made [WithLockDelay] lives ttl + delay, so this includes the delay: after the
 	// holder's Until has passed, the key may still be here, and the lock still refused to
 	// others, for up to the delay.
-	TTL     time.Duration
-	Counter Token // the fence counter, 0 when the node has none
+	TTL time.Duration
+	// Counter is the larger of the key's two fence counters here, 0 when it has neither:
+	// every token this node issued for the key is at most Counter. SlotCounter and
+	// KeyCounter are the two (docs/design.md §5.11), 0 when absent; the slot counter is shared
+	// by every key of the key's hash slot.
+	Counter     Token
+	SlotCounter Token
+	KeyCounter  Token
 }
 
 // Status is a snapshot of a lock key across the nodes, for operators and tools. It is read
@@ -55,7 +61,7 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 	if ctx == nil {
 		return nil, invalidf("context is nil")
 	}
-	fence, err := fenceKey(key)
+	set, err := newLockKeys(key)
 	if err != nil {
 		return nil, err
 	}
@@ -68,19 +74,19 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 	defer c.end()
 
 	n := len(c.nodes)
-	cmd := newStatusCommand(key, fence)
+	cmd := newStatusCommand(set, KeyCounters) // the reply lists the per-key counter first
 	st := &Status{Key: key, Quorum: c.quorum, Nodes: make([]NodeStatus, n)}
 	err = c.askAll(ctx, cmd, func(ev event) { st.Nodes[ev.node] = c.nodeStatus(ev.node, ev.slice, ev.err) })
 	if err != nil {
 		return nil, fmt.Errorf("redlock: status %q: %w", quoteKey(key), err)
 	}
-	st.summarise(counterSeed(c.cfg.clock.Now()))
+	st.summarise(counterSeed(c.cfg.clock.Now()), c.cfg.layout)
 	return st, nil
 }
 
 func (c *Client) nodeStatus(i int, v []any, err error) NodeStatus {
 	ns := NodeStatus{Node: i, Addr: c.nodes[i].addr}
-	if err == nil && len(v) != 3 {
+	if err == nil && len(v) != 4 {
 		err = fmt.Errorf("unexpected status reply %v", v)
 	}
 	if err != nil {
@@ -91,20 +97,45 @@ func (c *Client) nodeStatus(i int, v []any, err error) NodeStatus {
 	if ms, _ := v[1].(int64); ms > 0 {
 		ns.TTL = time.Duration(ms) * time.Millisecond
 	}
-	if s, _ := v[2].(string); s != "" {
+	for j, dst := range []*Token{&ns.KeyCounter, &ns.SlotCounter} {
+		s, _ := v[2+j].(string)
+		if s == "" {
+			continue
+		}
 		u, perr := strconv.ParseUint(s, 10, 64)
 		if perr != nil {
 			ns.Err = c.nodeErr(i, fmt.Errorf("fence counter %q is not a number", s))
 			return ns
 		}
-		ns.Counter = Token(u)
+		*dst = Token(u)
 	}
+	ns.Counter = max(ns.KeyCounter, ns.SlotCounter)
 	return ns
 }
 
-// summarise fills Holder and NextTokenAtLeast; seed is what a missing counter would start
-// from now.
-func (s *Status) summarise(seed int64) {
+// nextToken is the least token an acquire with layout l could mint on this node now, by the
+// rules of lua/counters.lua, with seed the acquiring client's clock.
+func (ns *NodeStatus) nextToken(seed Token, l CounterLayout) Token {
+	own, other := ns.SlotCounter, ns.KeyCounter
+	if l == KeyCounters {
+		own, other = other, own
+	}
+	var t Token
+	if own != 0 {
+		t = own + 1
+	}
+	if other != 0 {
+		t = max(t, other+1)
+	}
+	if l == SlotCounters || own == 0 {
+		t = max(t, seed)
+	}
+	return t
+}
+
+// summarise fills Holder and NextTokenAtLeast; seed is the clock's reading an acquire made
+// now would carry, l the layout of its client.
+func (s *Status) summarise(seed int64, l CounterLayout) {
 	holders := map[string]int{}
 	var next []Token
 	unknown := 0
@@ -116,11 +147,7 @@ func (s *Status) summarise(seed int64) {
 		if ns.Holder != "" {
 			holders[ns.Holder]++
 		}
-		if ns.Counter == 0 {
-			next = append(next, Token(seed))
-		} else {
-			next = append(next, ns.Counter+1)
-		}
+		next = append(next, ns.nextToken(Token(seed), l))
 	}
 	for h, k := range holders {
 		if k >= s.Quorum {

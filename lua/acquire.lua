@@ -1,19 +1,21 @@
--- acquire.lua: take the lock on this node if it is free, and mint a fencing token.
+-- acquire.lua: take the lock on this node if it is free, and mint a fencing token
+-- (counters.lua, put in front of this file, has the counter rules).
 --
 -- KEYS[1]  the lock key
--- KEYS[2]  the fence counter key (same cluster hash slot as KEYS[1])
+-- KEYS[2]  the own fence counter (the layout's: slot counter or per-key counter)
+-- KEYS[3]  the other layout's counter; all three in one cluster hash slot
 -- ARGV[1]  the holder id (random, 128 bits, hex)
--- ARGV[2]  the lock TTL in milliseconds
--- ARGV[3]  the seed for a missing counter: the acquiring client's clock in microseconds
+-- ARGV[2]  the lock key's PX in milliseconds (TTL plus lock-delay)
+-- ARGV[3]  the seed: the acquiring client's clock in microseconds
 -- ARGV[4]  the counter's idle TTL in milliseconds; "0" creates a counter without expiry and
 --          leaves the expiry of an existing one as it is
+-- ARGV[5]  "1" for the slot layout, "0" for the per-key layout
 --
--- Returns the counter value (>= 1) when the lock was taken. Returns minus the remaining
--- milliseconds of the current holder's key (<= 0) when the key is held by another holder.
--- The counter changes only when the lock was taken, so it never moves under another holder.
--- The script is idempotent: when a client library resends it after losing the reply, our
--- key is already there and the counter is returned unchanged (nobody else can move it
--- while our key is present).
+-- Returns the token (>= 1) when the lock was taken. Returns minus the remaining
+-- milliseconds of the current holder's key (<= 0) when the key is held by another holder;
+-- then nothing changed. A resend (go-redis lost the reply) finds our key and returns the
+-- own counter as it is now: the token it minted, or for the slot layout possibly more, since
+-- other keys of the slot move that counter; either is at least the token it minted.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     local left = redis.call('PTTL', KEYS[1])
@@ -22,27 +24,11 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     end
     return -left
   end
-  -- A resend of our own acquire: our key is already here.
-  local mine = redis.call('GET', KEYS[2])
+  local mine = counter(KEYS[2])
   if mine then
-    return tonumber(mine)
+    mirror(KEYS[3], mine, ARGV[5] == '1')
+    return mine
   end
   -- Our key is here but the counter is gone (evicted): mint as for a new counter.
 end
--- INCR creates a missing counter at 1, a value no live counter has (seeds are >= 1 and
--- counters only grow from there), so 1 means "was missing": seed it instead, giving it its
--- idle TTL in the same SET. One call fewer than testing EXISTS first, and one fewer than
--- seeding and expiring apart.
-local token = redis.call('INCR', KEYS[2])
-if token == 1 then
-  if ARGV[4] ~= '0' then
-    redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
-  else
-    redis.call('SET', KEYS[2], ARGV[3])
-  end
-  return tonumber(ARGV[3])
-end
-if ARGV[4] ~= '0' then
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
-end
-return token
+return mint(KEYS[2], KEYS[3], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1')

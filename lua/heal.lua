@@ -1,46 +1,47 @@
 -- heal.lua: give back to a node that lost them (it restarted empty, or evicted them) the lock
 -- keys of a lock that a quorum of other nodes has just confirmed, and lift its counters to at
--- least the lock's tokens. It never takes a key from another holder.
+-- least the lock's tokens. It never takes a key from another holder. counters.lua, put in
+-- front of this file, has the counter rules.
 --
--- KEYS     pairs: KEYS[2i-1] is the i-th lock key, KEYS[2i] its fence counter key (same
---          cluster hash slot); a single-key lock is the case of one pair
+-- KEYS     triples: KEYS[3i-2] is the i-th lock key, KEYS[3i-1] its own fence counter (the
+--          layout's), KEYS[3i] the other layout's counter (all in the key's slot); a
+--          single-key lock is the case of one triple
 -- ARGV[1]  the holder id
 -- ARGV[2]  the TTL for the keys set here, in milliseconds: at most the validity time the
 --          lock has left (plus the lock-delay, if any)
--- ARGV[3]  the counters' idle TTL in milliseconds; "0" for counters that never expire
+-- ARGV[3]  the counters' idle TTL in milliseconds; "0" to keep the expiry they have
 -- ARGV[4]  "1" to lift the counters, "0" for a lock without fencing (counters untouched)
 -- ARGV[5]  the seed for a missing counter: the healing client's clock in microseconds
--- ARGV[6…] the lock's token for each key, in KEYS order (when ARGV[4] is "1")
+-- ARGV[6]  "1" for the slot layout, "0" for the per-key layout
+-- ARGV[7…] the lock's token for each key, in KEYS order (when ARGV[4] is "1")
 --
 -- Returns 1 when every key now holds our id here (set by this script or still ours), 0 when
 -- some key belongs to another holder: then nothing was changed. Keys that are still ours
--- keep their TTL. An existing counter below the token is set to the token; a higher one
--- stays. A missing counter (the node lost it) gets the larger of the seed and the token, as an
+-- keep their TTL. An own counter below the token is set to the token; a higher one stays. A
+-- missing own counter (the node lost it) gets the larger of the seed and the token, as an
 -- acquire would seed it from the clock: a token the node had issued before it lost its state
 -- may be above ours, and the seed is what clears it (docs/design.md §5.6).
-local n = #KEYS / 2
+local n = #KEYS / 3
 for i = 1, n do
-  local holder = redis.call('GET', KEYS[2 * i - 1])
+  local holder = redis.call('GET', KEYS[3 * i - 2])
   if holder and holder ~= ARGV[1] then
     return 0
   end
 end
+local slot, seed = ARGV[6] == '1', tonumber(ARGV[5])
 for i = 1, n do
-  local lock, fence = KEYS[2 * i - 1], KEYS[2 * i]
+  local lock, own, other = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
   redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
   if ARGV[4] == '1' then
-    local token = ARGV[5 + i]
-    local current = redis.call('GET', fence)
-    if not current and tonumber(ARGV[5]) > tonumber(token) then
-      token = ARGV[5]
+    local token = tonumber(ARGV[6 + i])
+    local current = counter(own)
+    if not current and seed > token then
+      token = seed
     end
-    if not current or tonumber(current) < tonumber(token) then
-      if ARGV[3] ~= '0' then
-        redis.call('SET', fence, token, 'PX', ARGV[3])
-      else
-        redis.call('SET', fence, token)
-      end
+    if not current or current < token then
+      store(own, token, ARGV[3])
     end
+    mirror(other, token, slot)
   end
 end
 return 1

@@ -1,24 +1,27 @@
 -- raise.lua: the slow path of acquire. Lift this node's fence counter to the token the
--- client chose, but only while the client's own key is still present here.
+-- client chose, but only while the client's own key is still present here (counters.lua, put
+-- in front of this file, has the counter rules).
 --
 -- KEYS[1]  the lock key
--- KEYS[2]  the fence counter key (same cluster hash slot as KEYS[1])
+-- KEYS[2]  the own fence counter (the layout's)
+-- KEYS[3]  the other layout's counter; all three in one cluster hash slot
 -- ARGV[1]  the holder id
 -- ARGV[2]  the target token
--- ARGV[3]  the counter's idle TTL in milliseconds, "0" for a counter that never expires
+-- ARGV[3]  the counter's idle TTL in milliseconds, "0" to keep the expiry it has
+-- ARGV[4]  "1" for the slot layout, "0" for the per-key layout
 --
--- Returns 1 when the counter now equals the target, 0 when the key is not ours (the counter
--- is then untouched) and -1 when the counter is already above the target.
+-- Returns 1 when the own counter now equals the target, 0 when the key is not ours (nothing
+-- is touched) and -1 when the own counter is already above the target (nothing is touched:
+-- with the slot layout, an acquire of another key of the slot may have moved it past the
+-- target since our acquire here).
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
-local current = redis.call('GET', KEYS[2])
+local current = counter(KEYS[2])
 local target = tonumber(ARGV[2])
-if current and tonumber(current) > target then
+if current and current > target then
   return -1
 end
-redis.call('SET', KEYS[2], ARGV[2])
-if ARGV[3] ~= '0' then
-  redis.call('PEXPIRE', KEYS[2], ARGV[3])
-end
+store(KEYS[2], target, ARGV[3])
+mirror(KEYS[3], target, ARGV[4] == '1')
 return 1
