@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	_ "embed"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -23,36 +25,60 @@ import (
 // Every operation is made to finish (settle) before the next one starts, so the world moves
 // one step at a time and a failing case replays exactly from its seed.
 
-// simConfig says which faults a world has and how its tokens are seeded.
+// simConfig says which faults a world has, how its tokens are seeded, and which clients
+// take part: one Client per entry of layouts (SlotCounters when empty), plus, with legacy, a
+// client that runs the scripts of the version before counter layouts existed (per-key
+// counters only, read and INCRed; testdata/legacy).
 type simConfig struct {
 	nodes       int
 	amnesia     int  // WithAmnesiaTolerance
 	lossNodes   int  // nodes 0..lossNodes-1 may lose all their state (FLUSHALL); -1: any node
 	frozenClock bool // every counter seed is the same value, as if counters restarted from a constant
+	layouts     []CounterLayout
+	legacy      bool
+	keys        int // how many keys (1 when 0); keys 0 and 1 share a hash slot, so its slot counter
 }
 
 type simLock struct {
-	lock  *Lock
-	token Token
+	key    string
+	lock   *Lock // nil for the legacy client's locks
+	id     string
+	token  Token
+	client int
 }
 
 type simWorld struct {
 	cfg     simConfig
 	servers []*miniredis.Miniredis
 	nodes   []*redis.Client
-	client  *Client
+	clients []*Client
 	clock   *stepClock
 	locks   []simLock
-	tokens  map[Token]int // token → index in locks
+	tokens  map[string]map[Token]int // key → token → index in locks
 }
 
-const simKey = "sim:key"
+// The scripts of the version before counter layouts (commit 97135bc), for the legacy client.
+var (
+	//go:embed testdata/legacy/acquire.lua
+	legacyAcquireSrc string
+	//go:embed testdata/legacy/raise.lua
+	legacyRaiseSrc string
+)
+
+// simKeys are the keys of the worlds: the first two share a hash tag, hence a slot counter.
+var simKeys = []string{"{sim}:a", "{sim}:b", "sim:c"}
 
 // newSimWorld starts the nodes; the caller must call close. (rapid.T is not a testing.TB,
 // so the world cleans up after itself.)
 func newSimWorld(fatal func(...any), cfg simConfig) *simWorld {
-	w := &simWorld{cfg: cfg, tokens: map[Token]int{},
+	w := &simWorld{cfg: cfg, tokens: map[string]map[Token]int{},
 		clock: &stepClock{now: time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)}}
+	if cfg.keys == 0 {
+		w.cfg.keys = 1
+	}
+	if len(cfg.layouts) == 0 && !cfg.legacy {
+		w.cfg.layouts = []CounterLayout{SlotCounters}
+	}
 	clients := make([]redis.UniversalClient, cfg.nodes)
 	for i := range cfg.nodes {
 		s, err := miniredis.Run()
@@ -64,19 +90,21 @@ func newSimWorld(fatal func(...any), cfg simConfig) *simWorld {
 		w.nodes = append(w.nodes, redis.NewClient(&redis.Options{Addr: s.Addr()}))
 		clients[i] = w.nodes[i]
 	}
-	c, err := New(clients, WithNodeTimeout(5*time.Second), WithClock(w.clock),
-		WithAmnesiaTolerance(cfg.amnesia), WithCounterIdleTTL(0))
-	if err != nil {
-		w.close()
-		fatal(err)
+	for _, l := range w.cfg.layouts {
+		c, err := New(clients, WithNodeTimeout(5*time.Second), WithClock(w.clock),
+			WithAmnesiaTolerance(cfg.amnesia), WithCounterIdleTTL(0), WithCounterLayout(l))
+		if err != nil {
+			w.close()
+			fatal(err)
+		}
+		w.clients = append(w.clients, c)
 	}
-	w.client = c
 	return w
 }
 
 func (w *simWorld) close() {
-	if w.client != nil {
-		w.client.Close()
+	for _, c := range w.clients {
+		c.Close()
 	}
 	for _, n := range w.nodes {
 		n.Close()
@@ -84,6 +112,14 @@ func (w *simWorld) close() {
 	for _, s := range w.servers {
 		s.Close()
 	}
+}
+
+// participants is the number of clients that acquire: the Clients, and the legacy one last.
+func (w *simWorld) participants() int {
+	if w.cfg.legacy {
+		return len(w.clients) + 1
+	}
+	return len(w.clients)
 }
 
 // tick moves the client's clock (unless frozen). Real acquisitions are at least about a
@@ -94,47 +130,129 @@ func (w *simWorld) tick(d time.Duration) {
 	}
 }
 
-// heldSomewhere reports which earlier locks still have their key on at least one node.
-func (w *simWorld) heldSomewhere() map[string]bool {
+// heldSomewhere reports which earlier locks of key still have their key on at least one node.
+func (w *simWorld) heldSomewhere(key string) map[string]bool {
 	held := map[string]bool{}
 	for _, s := range w.servers {
-		if v, err := s.Get(simKey); err == nil {
+		if v, err := s.Get(key); err == nil {
 			held[v] = true
 		}
 	}
 	return held
 }
 
-// acquire tries once and returns a violation of the claims, or "".
-func (w *simWorld) acquire(ttl time.Duration) string {
-	before := w.heldSomewhere()
-	l, err := w.client.TryAcquire(context.Background(), simKey, ttl)
-	settle(w.client)
-	if err != nil {
-		return ""
+// acquire tries once with client c on key k and returns a violation of the claims, or "".
+func (w *simWorld) acquire(c, k int, ttl time.Duration) string {
+	key := simKeys[k]
+	before := w.heldSomewhere(key)
+	var got simLock
+	if c == len(w.clients) {
+		var ok bool
+		if got, ok = w.legacyAcquire(key, ttl); !ok {
+			return ""
+		}
+	} else {
+		l, err := w.clients[c].TryAcquire(context.Background(), key, ttl)
+		settle(w.clients[c])
+		if err != nil {
+			return ""
+		}
+		got = simLock{key: key, lock: l, id: l.id, token: l.Token(), client: c}
 	}
-	if j, dup := w.tokens[l.Token()]; dup {
-		return fmt.Sprintf("uniqueness: acquisition %d got token %d, already given to acquisition %d", len(w.locks), l.Token(), j)
+	seen := w.tokens[key]
+	if seen == nil {
+		seen = map[Token]int{}
+		w.tokens[key] = seen
+	}
+	if j, dup := seen[got.token]; dup {
+		return fmt.Sprintf("uniqueness: acquisition %d (client %d) of %s got token %d, already given to acquisition %d (client %d)",
+			len(w.locks), c, key, got.token, j, w.locks[j].client)
 	}
 	for j, a := range w.locks {
-		if !before[a.lock.id] && l.Token() <= a.token {
-			return fmt.Sprintf("order: acquisition %d got token %d after acquisition %d (token %d) had left every node",
-				len(w.locks), l.Token(), j, a.token)
+		if a.key == key && !before[a.id] && got.token <= a.token {
+			return fmt.Sprintf("order: acquisition %d (client %d) of %s got token %d after acquisition %d (client %d, token %d) had left every node",
+				len(w.locks), c, key, got.token, j, a.client, a.token)
 		}
 	}
-	w.tokens[l.Token()] = len(w.locks)
-	w.locks = append(w.locks, simLock{lock: l, token: l.Token()})
+	seen[got.token] = len(w.locks)
+	w.locks = append(w.locks, got)
 	return ""
 }
 
+// legacyAcquire is one acquire of a client of the version before counter layouts: its
+// acquire.lua on every node (per-key counter only), the fast path when a quorum agrees, else
+// its raise.lua on the nodes below the largest value, and an undo when that fails.
+func (w *simWorld) legacyAcquire(key string, ttl time.Duration) (simLock, bool) {
+	ctx := context.Background()
+	fence, _ := fenceKey(key)
+	id := newHolderID()
+	q, _ := quorumSize(w.cfg.nodes, w.cfg.amnesia)
+	seed := counterSeed(w.clock.now)
+	vals := make([]int64, len(w.nodes))
+	count := map[int64]int{}
+	var best int64
+	for i, n := range w.nodes {
+		v, err := n.Eval(ctx, legacyAcquireSrc, []string{key, fence}, id, ttl.Milliseconds(), seed, 0).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			panic(fmt.Sprintf("legacy acquire.lua: %v", err))
+		}
+		if v <= 0 {
+			continue
+		}
+		vals[i] = v
+		count[v]++
+		best = max(best, v)
+	}
+	token, ok := int64(0), false
+	for v, n := range count {
+		if n >= q {
+			token, ok = v, true
+		}
+	}
+	if !ok && best > 0 {
+		agreed := 0
+		for i, n := range w.nodes {
+			if vals[i] == 0 {
+				continue
+			}
+			if vals[i] == best {
+				agreed++
+			} else if vals[i] > 0 {
+				if r, err := n.Eval(ctx, legacyRaiseSrc, []string{key, fence}, id, best, 0).Int64(); err == nil && r == 1 {
+					agreed++
+				}
+			}
+		}
+		token, ok = best, agreed >= q
+	}
+	if !ok {
+		for _, n := range w.nodes {
+			n.Eval(ctx, releaseScript.src, []string{key}, id)
+		}
+		return simLock{}, false
+	}
+	return simLock{key: key, id: id, token: Token(token), client: len(w.clients)}, true
+}
+
 func (w *simWorld) release(i int) {
-	_ = w.locks[i].lock.Release(context.Background())
-	settle(w.client)
+	l := w.locks[i]
+	if l.lock == nil {
+		for _, n := range w.nodes {
+			n.Eval(context.Background(), releaseScript.src, []string{l.key}, l.id)
+		}
+		return
+	}
+	_ = l.lock.Release(context.Background())
+	settle(w.clients[l.client])
 }
 
 func (w *simWorld) extend(i int, ttl time.Duration) {
-	_ = w.locks[i].lock.Extend(context.Background(), ttl)
-	settle(w.client)
+	l := w.locks[i]
+	if l.lock == nil {
+		return // the legacy client only acquires and releases
+	}
+	_ = l.lock.Extend(context.Background(), ttl)
+	settle(w.clients[l.client])
 }
 
 // expire moves one node's clock forward: keys there expire early, as after a clock jump.
@@ -156,6 +274,19 @@ var simConfigs = map[string]simConfig{
 	"amnesia1+loss+frozen-seed": {nodes: 5, amnesia: 1, lossNodes: 1, frozenClock: true},
 	// Three nodes, no state loss.
 	"three-nodes": {nodes: 3, lossNodes: 0},
+	// Three keys, two of them sharing one slot counter, for each layout.
+	"slot-shared-keys": {nodes: 5, keys: 3},
+	"key-counters":     {nodes: 5, keys: 3, layouts: []CounterLayout{KeyCounters}},
+	// Both layouts on the same keys and nodes, with state loss and clock seeds.
+	"both-layouts+loss+clock-seed": {nodes: 5, lossNodes: -1, keys: 3, layouts: []CounterLayout{SlotCounters, KeyCounters}},
+	// The two steps of the rolling upgrade (docs/design.md §5.11), with one frozen clock, so
+	// that nothing rests on seeds: the old version beside the new one with per-key counters,
+	// then the per-key layout beside the slot layout.
+	"upgrade-step1-legacy+key": {nodes: 5, keys: 3, frozenClock: true, legacy: true, layouts: []CounterLayout{KeyCounters}},
+	"upgrade-step2-key+slot":   {nodes: 5, keys: 3, frozenClock: true, layouts: []CounterLayout{KeyCounters, SlotCounters}},
+	// The old version beside the slot layout on keys that already have per-key counters (the
+	// slot layout keeps them up): with a running clock.
+	"legacy+slot+clock": {nodes: 5, keys: 3, legacy: true, layouts: []CounterLayout{SlotCounters}},
 }
 
 func TestPropertyTokensUniqueAndOrdered(t *testing.T) {
@@ -173,7 +304,9 @@ func TestPropertyTokensUniqueAndOrdered(t *testing.T) {
 			rt.Repeat(map[string]func(*rapid.T){
 				"acquire": func(rt *rapid.T) {
 					w.tick(time.Millisecond)
-					check(w.acquire(ttl.Draw(rt, "ttl")))
+					c := rapid.IntRange(0, w.participants()-1).Draw(rt, "client")
+					k := rapid.IntRange(0, w.cfg.keys-1).Draw(rt, "key")
+					check(w.acquire(c, k, ttl.Draw(rt, "ttl")))
 				},
 				"release": func(rt *rapid.T) {
 					if len(w.locks) == 0 {
@@ -222,7 +355,7 @@ func TestPropertyCheckerFindsAmnesiaViolations(t *testing.T) {
 		for step := 0; step < 200 && found == ""; step++ {
 			switch r.IntN(5) {
 			case 0, 1:
-				found = w.acquire(time.Second)
+				found = w.acquire(0, 0, time.Second)
 			case 2:
 				if len(w.locks) > 0 {
 					w.release(r.IntN(len(w.locks)))
@@ -240,5 +373,38 @@ func TestPropertyCheckerFindsAmnesiaViolations(t *testing.T) {
 	}
 	if found == "" {
 		t.Fatal("no violation found with state loss, a majority quorum and constant counter seeds")
+	}
+}
+
+// TestPropertyCheckerFindsLegacyBesideSlotCaveat is the control of the rolling-upgrade
+// caveat (docs/design.md §5.11): a client of the old version beside the slot layout, on keys
+// it has never locked (no per-key counter), with one frozen clock. The slot layout mints
+// from the slot counter and leaves no per-key counter; the old client then seeds one from
+// its clock and must, with the clock frozen, repeat or undercut a token. The same checker
+// finds nothing in "upgrade-step1-legacy+key" and "upgrade-step2-key+slot", which is why the
+// upgrade goes through the per-key layout when clocks cannot be trusted.
+func TestPropertyCheckerFindsLegacyBesideSlotCaveat(t *testing.T) {
+	cfg := simConfig{nodes: 5, keys: 2, frozenClock: true, legacy: true, layouts: []CounterLayout{SlotCounters}}
+	found := ""
+	for seed := uint64(1); seed <= 20 && found == ""; seed++ {
+		r := rand.New(rand.NewPCG(seed, 7))
+		w := newSimWorld(t.Fatal, cfg)
+		for step := 0; step < 100 && found == ""; step++ {
+			switch r.IntN(3) {
+			case 0, 1:
+				found = w.acquire(r.IntN(w.participants()), r.IntN(w.cfg.keys), time.Second)
+			case 2:
+				if len(w.locks) > 0 {
+					w.release(r.IntN(len(w.locks)))
+				}
+			}
+		}
+		w.close()
+		if found != "" {
+			t.Logf("seed %d: %s", seed, found)
+		}
+	}
+	if found == "" {
+		t.Fatal("no violation found with the old version beside the slot layout and a frozen clock")
 	}
 }

@@ -40,6 +40,7 @@ func TestNewRejectsBadInput(t *testing.T) {
 		{"NaN drift", clients, []Option{WithDriftFactor(nanFloat())}},
 		{"zero node timeout", clients, []Option{WithNodeTimeout(0)}},
 		{"negative retry limit", clients, []Option{WithRetryLimit(-1)}},
+		{"unknown counter layout", clients, []Option{WithCounterLayout(CounterLayout(7))}},
 		{"zero retry delay", clients, []Option{WithRetryDelay(0)}},
 		{"negative amnesia tolerance", clients, []Option{WithAmnesiaTolerance(-1)}},
 		{"amnesia tolerance beyond the nodes", clients, []Option{WithAmnesiaTolerance(3)}},
