@@ -148,3 +148,99 @@ func BenchmarkParallelAcquireRelease(b *testing.B) {
 		})
 	}
 }
+
+// pathCounter is an Observer that counts acquire attempts by the path that decided them.
+type pathCounter struct {
+	BaseObserver
+	won, raised, other atomic.Int64
+}
+
+func (p *pathCounter) Attempt(_ context.Context, a Attempt) {
+	switch {
+	case a.Outcome == OutcomeOK && a.Raised:
+		p.raised.Add(1)
+	case a.Outcome == OutcomeOK:
+		p.won.Add(1)
+	default:
+		p.other.Add(1)
+	}
+}
+
+// BenchmarkCounterLayouts compares the two fence-counter layouts (docs/design.md §5.11) on
+// the load issue 16 names: P goroutines at once, each TryAcquire plus Release on a key no
+// one locked before, one Client, 5 real nodes; the layouts alternate within one run.
+// fastpath is the share of won attempts decided on the fast path (one round trip), raised
+// the share that needed the raise, failed/op the attempts that did not win. With the slot
+// layout, two keys of one slot acquired at once can reach the nodes in different orders and
+// get different counter values: the price this benchmark measures. A token is at least the
+// acquiring client's clock in microseconds, which usually decides it on every node alike;
+// the variant slot,counters-ahead first sets every slot counter an hour ahead of the clock,
+// so that every token is one more than a shared counter (the plain shared INCR, and a fleet
+// in which one client's clock ran ahead).
+//
+//	go test -run '^$' -bench CounterLayouts -benchtime 20000x
+func BenchmarkCounterLayouts(b *testing.B) {
+	cluster := redisproc.StartT(b, 5, redisproc.Config{})
+	clients := cluster.ClientsT(b)
+	var round atomic.Int64
+	type variant struct {
+		layout CounterLayout
+		ahead  bool
+	}
+	for _, p := range []int{64, 256} {
+		for _, v := range []variant{{SlotCounters, false}, {KeyCounters, false}, {SlotCounters, true}} {
+			layout := v.layout
+			name := fmt.Sprintf("P=%d,layout=%v", p, layout)
+			for _, rc := range clients { // each variant starts from empty nodes
+				if err := rc.FlushAll(context.Background()).Err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if v.ahead {
+				name += ",counters-ahead"
+				ahead := time.Now().Add(time.Hour).UnixMicro()
+				for _, rc := range clients {
+					pipe := rc.Pipeline()
+					for slot := range 16384 {
+						pipe.Set(context.Background(), SlotCounterPrefix+"{"+slotTag(uint16(slot))+"}", ahead, 0)
+					}
+					if _, err := pipe.Exec(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.Run(name, func(b *testing.B) {
+				paths := &pathCounter{}
+				c, err := New(clients, WithCounterLayout(layout), WithObserver(paths))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				ctx := context.Background()
+				prefix := fmt.Sprintf("cl%d:", round.Add(1))
+				var next atomic.Int64
+				b.ReportAllocs()
+				b.SetParallelism(max(1, p/runtime.GOMAXPROCS(0)))
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						l, err := c.TryAcquire(ctx, prefix+fmt.Sprint(next.Add(1)), 10*time.Second)
+						if err != nil {
+							continue // counted by the observer
+						}
+						_ = l.Release(ctx)
+					}
+				})
+				b.StopTimer()
+				won, raised := paths.won.Load(), paths.raised.Load()
+				all := won + raised + paths.other.Load()
+				if all > 0 {
+					b.ReportMetric(float64(won)/float64(max(1, won+raised)), "fastpath")
+					b.ReportMetric(float64(raised)/float64(max(1, won+raised)), "raised")
+					b.ReportMetric(float64(paths.other.Load())/float64(b.N), "failed/op")
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "locks/s")
+			})
+		}
+	}
+}
