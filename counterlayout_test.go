@@ -390,3 +390,46 @@ func TestStatusCountersBothLayouts(t *testing.T) {
 		}
 	}
 }
+
+// TestRealScriptTakesOverAMicrosecond backs assumption (R) of docs/design.md §5.6 for slot
+// counters: a node runs one script at a time, and one acquire script takes more than a
+// microsecond, so one slot counter takes fewer than one +1 step per microsecond. 3 000
+// acquires of keys of one slot on a real redis-server; INFO commandstats gives the time per
+// EVALSHA.
+func TestRealScriptTakesOverAMicrosecond(t *testing.T) {
+	cluster := redisproc.StartT(t, 1, redisproc.Config{})
+	rc := cluster.ClientsT(t)[0]
+	ctx := ctxT(t, time.Minute)
+	if err := acquireScript.Load(ctx, rc).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rc.ConfigResetStat(ctx)
+	for i := range 3000 {
+		set, err := newLockKeys(fmt.Sprintf("{one}:%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := newAcquireCommand(set, acquireArgs{id: "A", px: 60000, seed: 1, idleMillis: 60000, layout: SlotCounters})
+		if _, err := cmd.run(ctx, rc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := rc.Info(ctx, "commandstats").Val()
+	var usec float64
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+			for _, f := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+					usec, _ = strconv.ParseFloat(v, 64)
+				}
+			}
+		}
+	}
+	t.Logf("acquire.lua: %.2f µs per EVALSHA on redis-server", usec)
+	if usec <= 1 {
+		t.Fatalf("an acquire script took %.2f µs; (R) needs more than 1", usec)
+	}
+	if v, _ := rc.Get(ctx, slotCounter("{one}:0")).Int64(); v != 3000 {
+		t.Fatalf("slot counter %d after 3000 acquires from seed 1, want 3000", v)
+	}
+}
