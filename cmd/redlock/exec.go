@@ -112,6 +112,7 @@ type execConfig struct {
 	nodeTimeout  time.Duration
 	amnesia      int
 	lockDelay    time.Duration
+	layout       redlock.CounterLayout // --counter-layout
 	conflictCode int
 	lostCode     int
 	verbose      bool
@@ -155,6 +156,7 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", cliNodeTimeout, "how long one call waits for one node")
 	fs.IntVar(&cfg.amnesia, "amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's other users")
 	fs.Var((*durationFlag)(&cfg.lockDelay), "lock-delay", "as the library's WithLockDelay: if this lock lapses without a release (redlock killed, the machine paused), nobody can take it\nfor a further `DURATION`; a release clears it; ttl + lock-delay ≤ "+redlock.MaxTTL.String()+" (default 0s: none)")
+	fs.Var((*layoutFlag)(&cfg.layout), "counter-layout", layoutUsage(";\nslot: one counter per hash slot per node, tokens grow with gaps; key: one per key, consecutive tokens per key"))
 	cfg.tls.register(fs)
 	fs.BoolVar(&cfg.keepNodeEnv, "keep-node-env", false, "pass $"+nodesEnv+", $"+nodesFileEnv+" and $"+authEnv+" on to CMD (by default they are removed from its environment: they may hold passwords)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "say on stderr what redlock does (acquire, token, renewal failures, release)")
@@ -356,6 +358,7 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 		redlock.WithNodeTimeout(cfg.nodeTimeout),
 		redlock.WithAmnesiaTolerance(cfg.amnesia),
 		redlock.WithLockDelay(cfg.lockDelay),
+		redlock.WithCounterLayout(cfg.layout),
 		// SIGTERM at Until − (grace + safety), SIGKILL at Until − safety.
 		redlock.WithCancelMargin(float64(cfg.grace+killSafety(cfg.ttl)) / float64(cfg.ttl)),
 	}
@@ -472,7 +475,8 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 	}
 	// Say who holds it: one more read of every node, with a client that waits longer for
 	// each node than the acquire did, so that a slow node is not mistaken for a dead one.
-	dc, derr := redlock.New(clients, redlock.WithNodeTimeout(max(cfg.nodeTimeout, diagnoseTimeout)), redlock.WithAmnesiaTolerance(cfg.amnesia))
+	dc, derr := redlock.New(clients, redlock.WithNodeTimeout(max(cfg.nodeTimeout, diagnoseTimeout)), redlock.WithAmnesiaTolerance(cfg.amnesia),
+		redlock.WithCounterLayout(cfg.layout))
 	if derr != nil {
 		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, attemptDetail(err))}
 	}

@@ -163,7 +163,7 @@ func TestExecWait(t *testing.T) {
 
 // TestExecTokensIncrease runs exec three times in a row on one key: REDLOCK_TOKEN strictly
 // increases, REDLOCK_KEY names the key, the command's stdout is redlock's stdout, and the
-// nodes' fence counters end at the last token.
+// nodes' slot counters (the default layout) end at the last token, with no per-key counter.
 func TestExecTokensIncrease(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 5)
@@ -186,21 +186,25 @@ func TestExecTokensIncrease(t *testing.T) {
 			t.Fatalf("tokens %v do not strictly increase", tokens)
 		}
 	}
+	before := time.Now().UnixMicro()
 	doc := statusJSON(t, nodes, key, 0)
+	after := time.Now().UnixMicro()
 	last := tokens[len(tokens)-1]
-	if doc.State != "free" || doc.NextTokenAtLeast != last+1 {
-		t.Errorf("status after the runs: state %q, next token %d; want free, %d", doc.State, doc.NextTokenAtLeast, last+1)
+	if doc.State != "free" {
+		t.Errorf("status after the runs: state %q, want free", doc.State)
 	}
+	checkNextToken(t, "status after the runs", doc.NextTokenAtLeast, last, before, after)
 	for _, n := range doc.Nodes {
-		if n.Counter != last {
-			t.Errorf("node %d: fence counter %d, want the last token %d", n.Node, n.Counter, last)
+		if n.Counter != last || n.SlotCounter != last || n.KeyCounter != 0 {
+			t.Errorf("node %d: counter %d, slot counter %d, key counter %d; want the last token %d, %d, 0",
+				n.Node, n.Counter, n.SlotCounter, n.KeyCounter, last, last)
 		}
 	}
 }
 
 // TestExecMultiKey: --key (repeated, or a comma list, with KEY) takes one lock over every
 // key: the command gets REDLOCK_KEYS and REDLOCK_TOKENS, one per line in the same order, each
-// token from its key's own counter; while one of the keys is held elsewhere, exec reports that
+// token from its key's slot counter; while one of the keys is held elsewhere, exec reports that
 // key and does not run the command, and no key of the set is left taken.
 func TestExecMultiKey(t *testing.T) {
 	t.Parallel()
@@ -216,10 +220,21 @@ func TestExecMultiKey(t *testing.T) {
 	}
 	tokens := strings.Split(parts[1], "\n")
 	for i, key := range []string{"acct:A", "acct:B", "acct:C"} {
+		before := time.Now().UnixMicro()
 		doc := statusJSON(t, nodes, key, 0)
+		after := time.Now().UnixMicro()
 		n, err := strconv.ParseUint(tokens[i], 10, 64)
-		if err != nil || doc.State != "free" || doc.NextTokenAtLeast != n+1 {
-			t.Errorf("%s: token %q, status %q, next token %d", key, tokens[i], doc.State, doc.NextTokenAtLeast)
+		if err != nil || doc.State != "free" {
+			t.Errorf("%s: token %q, status %q", key, tokens[i], doc.State)
+			continue
+		}
+		checkNextToken(t, key, doc.NextTokenAtLeast, n, before, after)
+		for _, nd := range doc.Nodes {
+			// The three keys are in three different hash slots, so each slot counter ends at its
+			// key's token.
+			if nd.SlotCounter != n || nd.KeyCounter != 0 {
+				t.Errorf("%s node %d: slot counter %d, key counter %d; want %d, 0", key, nd.Node, nd.SlotCounter, nd.KeyCounter, n)
+			}
 		}
 	}
 
@@ -244,10 +259,86 @@ func TestExecMultiKey(t *testing.T) {
 	}
 }
 
-// statusJSON runs "status --json" and decodes its output; wantCode is the expected exit code.
-func statusJSON(t *testing.T, nodes, key string, wantCode int) statusDoc {
+// TestCounterLayoutFlag: exec --counter-layout key mints consecutive tokens from the key's
+// own counter and leaves the slot counter alone; the default, slot, mints from the slot
+// counter (and keeps the per-key counter, which now exists, up with it); each layout's tokens
+// stay above the other's. status shows the two counters apart, and its --counter-layout says
+// for which layout the next token is computed. A bad value is a usage error naming the flag.
+func TestCounterLayoutFlag(t *testing.T) {
+	t.Parallel()
+	_, nodes := startCluster(t, 3)
+	const key = "layout"
+	run := func(args ...string) uint64 {
+		t.Helper()
+		argv := append(append([]string{"exec", "--nodes", nodes}, args...), key, "--", "sh", "-c", `echo "$REDLOCK_TOKEN"`)
+		code, out, errOut := runBin(t, nil, argv...)
+		tok, err := strconv.ParseUint(strings.TrimSpace(out), 10, 64)
+		if code != 0 || errOut != "" || err != nil {
+			t.Fatalf("%v: exit code %d, stdout %q, stderr %q", args, code, out, errOut)
+		}
+		return tok
+	}
+	counters := func(what string, slot, perKey uint64) {
+		t.Helper()
+		for _, n := range statusJSON(t, nodes, key, 0).Nodes {
+			if n.SlotCounter != slot || n.KeyCounter != perKey || n.Counter != max(slot, perKey) {
+				t.Errorf("%s: node %d: counter %d, slot counter %d, key counter %d; want %d, %d, %d",
+					what, n.Node, n.Counter, n.SlotCounter, n.KeyCounter, max(slot, perKey), slot, perKey)
+			}
+		}
+	}
+
+	k1 := run("--counter-layout", "key")
+	k2 := run("--counter-layout", "key")
+	if k2 != k1+1 {
+		t.Errorf("--counter-layout key: tokens %d then %d, want consecutive", k1, k2)
+	}
+	counters("after two runs of the key layout", 0, k2)
+	if doc := statusJSON(t, nodes, key, 0, "--counter-layout", "key"); doc.NextTokenAtLeast != k2+1 {
+		t.Errorf("status --counter-layout key: next token %d, want %d", doc.NextTokenAtLeast, k2+1)
+	}
+	before := time.Now().UnixMicro()
+	doc := statusJSON(t, nodes, key, 0)
+	checkNextToken(t, "status (slot layout)", doc.NextTokenAtLeast, k2, before, time.Now().UnixMicro())
+
+	s1 := run() // the default: the slot layout
+	if s1 <= k2 {
+		t.Errorf("slot layout after key layout: token %d, not above %d", s1, k2)
+	}
+	counters("after a run of the slot layout", s1, s1)
+	if k3 := run("--counter-layout", "key"); k3 != s1+1 {
+		t.Errorf("key layout after slot layout: token %d, want %d", k3, s1+1)
+	}
+
+	for _, args := range [][]string{
+		{"exec", "--nodes", nodes, "--counter-layout", "slots", key, "--", "true"},
+		{"status", "--nodes", nodes, "--counter-layout", "", key},
+		{"top", "--nodes", nodes, "--counter-layout", "KEY"},
+	} {
+		code, out, errOut := cli(t, nil, args...)
+		requireOneLineError(t, code, errOut, exitUsage, "invalid value "+strconv.Quote(args[4])+" for flag -counter-layout: "+strconv.Quote(args[4])+" is neither slot nor key")
+		if out != "" {
+			t.Errorf("%v: stdout %q", args, out)
+		}
+	}
+}
+
+// checkNextToken checks a next_token_at_least that status read, for a client of the slot
+// layout, between the clock readings before and after (µs; the CLI runs on this machine's
+// clock): it is the larger of last+1 and the clock at the read, so within
+// [max(last+1, before), max(last+1, after)].
+func checkNextToken(t *testing.T, what string, next, last uint64, before, after int64) {
 	t.Helper()
-	code, out, errOut := runBin(t, nil, "status", "--json", "--nodes", nodes, key)
+	lo, hi := max(last+1, uint64(before)), max(last+1, uint64(after))
+	if next < lo || next > hi {
+		t.Errorf("%s: next token %d outside [%d, %d] (last token %d, clock read around the status)", what, next, lo, hi, last)
+	}
+}
+
+// statusJSON runs "status --json" and decodes its output; wantCode is the expected exit code.
+func statusJSON(t *testing.T, nodes, key string, wantCode int, args ...string) statusDoc {
+	t.Helper()
+	code, out, errOut := runBin(t, nil, append([]string{"status", "--json", "--nodes", nodes, key}, args...)...)
 	if code != wantCode {
 		t.Fatalf("status --json: exit code %d, want %d; stderr %q", code, wantCode, errOut)
 	}
@@ -497,7 +588,7 @@ func TestStatusMatchesNodes(t *testing.T) {
 	dir := t.TempDir()
 	killLeftovers(t, dir)
 	const key = "status"
-	fence := "redlock:fence:{" + key + "}"
+	fence := redlock.FencePrefix + "{" + key + "}" // the per-key counter, which the slot layout does not create
 	clients := make([]*redis.Client, 5)
 	for i, a := range cluster.Addrs() {
 		clients[i] = redis.NewClient(&redis.Options{Addr: a})
@@ -511,7 +602,8 @@ func TestStatusMatchesNodes(t *testing.T) {
 	type nodeState struct {
 		holder  string
 		pttl    time.Duration
-		counter uint64
+		counter uint64 // the node's one slot counter: the only lock on these nodes is key's
+		perKey  bool   // the per-key counter exists
 	}
 	read := func() []nodeState {
 		var s []nodeState
@@ -521,8 +613,16 @@ func TestStatusMatchesNodes(t *testing.T) {
 				t.Fatalf("node %d: GET: %v", i, err)
 			}
 			pttl, _ := c.PTTL(t.Context(), key).Result()
-			ctr, _ := c.Get(t.Context(), fence).Uint64()
-			s = append(s, nodeState{h, pttl, ctr})
+			slots, err := c.Keys(t.Context(), redlock.SlotCounterPrefix+"*").Result()
+			if err != nil || len(slots) > 1 {
+				t.Fatalf("node %d: slot counters %q (%v), want at most one", i, slots, err)
+			}
+			var ctr uint64
+			if len(slots) == 1 {
+				ctr, _ = c.Get(t.Context(), slots[0]).Uint64()
+			}
+			n, _ := c.Exists(t.Context(), fence).Result()
+			s = append(s, nodeState{h, pttl, ctr, n != 0})
 		}
 		return s
 	}
@@ -539,22 +639,26 @@ func TestStatusMatchesNodes(t *testing.T) {
 	// Held. No renewal happens during the test (ttl 1m, renewals every 20s), so every
 	// TTL status reports lies between the TTLs read before and after it.
 	before := read()
+	clockBefore := time.Now().UnixMicro()
 	doc := statusJSON(t, nodes, key, 0)
+	clockMid := time.Now().UnixMicro()
 	code, out, errOut := runBin(t, nil, "status", "--nodes", nodes, key)
+	clockAfter := time.Now().UnixMicro()
 	after := read()
 	if code != 0 || errOut != "" {
 		t.Fatalf("status: exit code %d, stderr %q", code, errOut)
 	}
 	id := before[0].holder
 	if id == "" || doc.State != "held" || doc.Holder != id || doc.HolderNodes != 5 || doc.Answered != 5 ||
-		doc.Quorum != 3 || doc.Total != 5 || doc.Key != key || doc.NextTokenAtLeast != token+1 {
-		t.Errorf("status --json summary %+v; want held by %q on 5 of 5, quorum 3, next token %d", doc, id, token+1)
+		doc.Quorum != 3 || doc.Total != 5 || doc.Key != key {
+		t.Errorf("status --json summary %+v; want held by %q on 5 of 5, quorum 3", doc, id)
 	}
+	checkNextToken(t, "status --json while held", doc.NextTokenAtLeast, token, clockBefore, clockMid)
 	for i, n := range doc.Nodes {
 		b, a := before[i], after[i]
 		if n.Node != i || n.Addr != cluster.Addrs()[i] || !n.Answered || n.Error != "" || n.Holder != b.holder || n.Holder != a.holder ||
-			n.Counter != b.counter || n.Counter != token {
-			t.Errorf("node %d: status %+v; nodes hold %q, counter %d; token %d", i, n, b.holder, b.counter, token)
+			n.Counter != b.counter || n.Counter != token || n.SlotCounter != token || n.KeyCounter != 0 || b.perKey {
+			t.Errorf("node %d: status %+v; nodes hold %q, slot counter %d, per-key counter %v; token %d", i, n, b.holder, b.counter, b.perKey, token)
 		}
 		if ttl := time.Duration(n.TTLMillis) * time.Millisecond; ttl > b.pttl || ttl < a.pttl-time.Millisecond {
 			t.Errorf("node %d: status TTL %v outside [%v, %v] read around it", i, ttl, a.pttl, b.pttl)
@@ -562,16 +666,24 @@ func TestStatusMatchesNodes(t *testing.T) {
 	}
 	short := id[:8]
 	for i, addr := range cluster.Addrs() {
-		row := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +%s +yes +%s +[0-9.]+m?s +%d *$`, i, regexp.QuoteMeta(addr), short, token))
+		row := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +%s +yes +%s +[0-9.]+m?s +%d +- *$`, i, regexp.QuoteMeta(addr), short, token))
 		if !row.MatchString(out) {
-			t.Errorf("table lacks a row for node %d (%s) with holder %s and counter %d:\n%s", i, addr, short, token, out)
+			t.Errorf("table lacks a row for node %d (%s) with holder %s, slot counter %d, no key counter:\n%s", i, addr, short, token, out)
 		}
 	}
-	for _, want := range []string{`lock "status" on 5 nodes, quorum 3`, "held by " + short + " on 5 of 5 nodes, for about ",
-		fmt.Sprintf("next token: at least %d", token+1)} {
+	if !regexp.MustCompile(`(?m)^node +address +answered +holder +ttl +slot counter +key counter +error$`).MatchString(out) {
+		t.Errorf("table's column titles:\n%s", out)
+	}
+	for _, want := range []string{`lock "status" on 5 nodes, quorum 3`, "held by " + short + " on 5 of 5 nodes, for about "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	if m := regexp.MustCompile(`next token: at least (\d+)\n`).FindStringSubmatch(out); m == nil {
+		t.Errorf("table lacks the next token:\n%s", out)
+	} else {
+		next, _ := strconv.ParseUint(m[1], 10, 64)
+		checkNextToken(t, "status table while held", next, token, clockMid, clockAfter)
 	}
 
 	// Released.
@@ -581,12 +693,15 @@ func TestStatusMatchesNodes(t *testing.T) {
 	if code := holder.wait(t, 15*time.Second); code != 0 {
 		t.Fatalf("holder: exit code %d, stderr %q", code, holder.stderr.String())
 	}
+	clockBefore = time.Now().UnixMicro()
 	doc = statusJSON(t, nodes, key, 0)
-	if doc.State != "free" || doc.Holder != "" || doc.HolderNodes != 0 || doc.TTLMillis != 0 || doc.NextTokenAtLeast != token+1 {
-		t.Errorf("after release: %+v; want free, next token %d", doc, token+1)
+	clockAfter = time.Now().UnixMicro()
+	if doc.State != "free" || doc.Holder != "" || doc.HolderNodes != 0 || doc.TTLMillis != 0 {
+		t.Errorf("after release: %+v; want free", doc)
 	}
+	checkNextToken(t, "after release", doc.NextTokenAtLeast, token, clockBefore, clockAfter)
 	for i, s := range read() {
-		if s.holder != "" || doc.Nodes[i].Holder != "" || doc.Nodes[i].Counter != s.counter {
+		if s.holder != "" || doc.Nodes[i].Holder != "" || doc.Nodes[i].Counter != s.counter || doc.Nodes[i].SlotCounter != s.counter {
 			t.Errorf("node %d after release: status %+v, node holds %q counter %d", i, doc.Nodes[i], s.holder, s.counter)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/quorumlock/redlock"
 )
 
 // parseInterspersed parses a subcommand's arguments where flags and positional arguments
@@ -62,4 +64,27 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// layoutFlag is a --counter-layout flag: "slot" or "key", as the library's
+// WithCounterLayout(SlotCounters) and WithCounterLayout(KeyCounters).
+type layoutFlag redlock.CounterLayout
+
+func (l *layoutFlag) String() string { return redlock.CounterLayout(*l).String() }
+
+func (l *layoutFlag) Set(s string) error {
+	switch s {
+	case "slot":
+		*l = layoutFlag(redlock.SlotCounters)
+	case "key":
+		*l = layoutFlag(redlock.KeyCounters)
+	default:
+		return fmt.Errorf("%q is neither slot nor key", s)
+	}
+	return nil
+}
+
+// layoutUsage is the help text of --counter-layout, for the subcommand that does what.
+func layoutUsage(what string) string {
+	return "as the library's WithCounterLayout, the fence counters: `LAYOUT` slot or key" + what + " (default slot)"
 }

@@ -396,7 +396,7 @@ type reader struct {
 
 // openReader dials the real nodes named by --nodes (or the environment), with the TLS flags,
 // and makes a Client with the command's node timeout and amnesia tolerance.
-func openReader(e *env, cmd, nodesFlag string, tlsf *tlsFlags, nodeTimeout time.Duration, amnesia int) (*reader, error) {
+func openReader(e *env, cmd, nodesFlag string, tlsf *tlsFlags, nodeTimeout time.Duration, amnesia int, layout redlock.CounterLayout) (*reader, error) {
 	urls, _, err := realNodes(e, cmd, nodesFlag)
 	if err != nil {
 		return nil, err
@@ -405,7 +405,7 @@ func openReader(e *env, cmd, nodesFlag string, tlsf *tlsFlags, nodeTimeout time.
 		return nil, err
 	}
 	clients := dialNodes(urls)
-	c, err := redlock.New(clients, redlock.WithNodeTimeout(nodeTimeout), redlock.WithAmnesiaTolerance(amnesia))
+	c, err := redlock.New(clients, redlock.WithNodeTimeout(nodeTimeout), redlock.WithAmnesiaTolerance(amnesia), redlock.WithCounterLayout(layout))
 	if err != nil {
 		closeClients(clients)
 		return nil, usageErrorf("%s: %s", cmd, bare(err))

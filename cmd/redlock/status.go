@@ -16,8 +16,11 @@ import (
 const statusAbout = `
 Reads the lock KEY on every node, changing nothing, and prints one row per node: whether
 it answered, the holder (the first 8 hex digits of the holder id), the key's remaining TTL
-and the fence counter. A summary follows: whether one holder has the key on a quorum of
-nodes, and the lowest fencing token the next holder can get.
+and its two fence counters: the slot counter, shared by every key of KEY's hash slot, which
+the default --counter-layout slot mints tokens from, and the key counter, KEY's own, which
+--counter-layout key mints from ('-' when absent). A summary follows: whether one holder
+has the key on a quorum of nodes, and the lowest fencing token the next holder can get
+(for a client of the layout --counter-layout names).
 
 The nodes come from --nodes, else $REDLOCK_NODES. Without --json the output is a table;
 with --json it is one JSON document (see docs/cli.md for its fields).
@@ -42,6 +45,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON document instead of the table")
 	nodeTimeout := fs.Duration("node-timeout", statusNodeTimeout, "how long to wait for each node")
 	amnesia := fs.Int("amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
+	var layout layoutFlag
+	fs.Var(&layout, "counter-layout", layoutUsage(", those of the clients whose next token is shown"))
 	var tlsf tlsFlags
 	tlsf.register(fs)
 	pos, err := parseInterspersed(fs, e, args)
@@ -55,7 +60,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if *nodeTimeout <= 0 {
 		return usageErrorf("status: --node-timeout %v must be positive", *nodeTimeout)
 	}
-	r, err := openReader(e, "status", *nodesFlag, &tlsf, *nodeTimeout, *amnesia)
+	r, err := openReader(e, "status", *nodesFlag, &tlsf, *nodeTimeout, *amnesia, redlock.CounterLayout(layout))
 	if err != nil {
 		return err
 	}
@@ -198,24 +203,21 @@ func describeHolder(st *redlock.Status) string {
 func writeStatusTable(w io.Writer, st *redlock.Status) {
 	fmt.Fprintf(w, "lock %q on %d nodes, quorum %d\n\n", st.Key, len(st.Nodes), st.Quorum)
 	tw := newTable(w)
-	fmt.Fprintf(tw, "node\taddress\tanswered\tholder\tttl\tcounter\terror\n")
+	fmt.Fprintf(tw, "node\taddress\tanswered\tholder\tttl\tslot counter\tkey counter\terror\n")
 	for _, ns := range st.Nodes {
 		addr := ns.Addr
 		if addr == "" {
 			addr = "-"
 		}
 		if ns.Err != nil {
-			fmt.Fprintf(tw, "%d\t%s\tno\t-\t-\t-\t%s\n", ns.Node, addr, nodeErrText(ns.Err))
+			fmt.Fprintf(tw, "%d\t%s\tno\t-\t-\t-\t-\t%s\n", ns.Node, addr, nodeErrText(ns.Err))
 			continue
 		}
-		ttl, counter := "-", "-"
+		ttl := "-"
 		if ns.Holder != "" {
 			ttl = fmtTTL(ns.TTL)
 		}
-		if ns.Counter != 0 {
-			counter = ns.Counter.String()
-		}
-		fmt.Fprintf(tw, "%d\t%s\tyes\t%s\t%s\t%s\t\n", ns.Node, addr, shortID(ns.Holder), ttl, counter)
+		fmt.Fprintf(tw, "%d\t%s\tyes\t%s\t%s\t%s\t%s\t\n", ns.Node, addr, shortID(ns.Holder), ttl, counterCell(ns.SlotCounter), counterCell(ns.KeyCounter))
 	}
 	_ = tw.Flush()
 	if st.HeldByQuorum() && answered(st) >= st.Quorum {
@@ -253,7 +255,19 @@ type nodeStatusDoc struct {
 	Error     string `json:"error"`  // "" when answered
 	Holder    string `json:"holder"` // "" when the key is absent
 	TTLMillis int64  `json:"ttl_ms"`
-	Counter   uint64 `json:"counter"` // 0 when the node has no fence counter
+	// Counter is the larger of SlotCounter, the counter of the key's hash slot (shared by
+	// every key of the slot), and KeyCounter, the key's own counter: 0 when absent.
+	Counter     uint64 `json:"counter"`
+	SlotCounter uint64 `json:"slot_counter"`
+	KeyCounter  uint64 `json:"key_counter"`
+}
+
+// counterCell is a fence counter in a table: "-" when the node has none.
+func counterCell(t redlock.Token) string {
+	if t == 0 {
+		return "-"
+	}
+	return t.String()
 }
 
 // nodeDocs is the JSON of each node's view of a lock (status --json, top --json).
@@ -264,7 +278,8 @@ func nodeDocs(st *redlock.Status) []nodeStatusDoc {
 		if ns.Err != nil {
 			nd.Error = nodeErrText(ns.Err)
 		} else {
-			nd.Holder, nd.TTLMillis, nd.Counter = ns.Holder, ns.TTL.Milliseconds(), uint64(ns.Counter)
+			nd.Holder, nd.TTLMillis = ns.Holder, ns.TTL.Milliseconds()
+			nd.Counter, nd.SlotCounter, nd.KeyCounter = uint64(ns.Counter), uint64(ns.SlotCounter), uint64(ns.KeyCounter)
 		}
 		out = append(out, nd)
 	}

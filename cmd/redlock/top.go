@@ -21,18 +21,22 @@ import (
 )
 
 const topAbout = `
-A live view of the locks on the nodes. Every --interval it scans each node for fence
-counters (keys starting with redlock:fence:, at most --limit per node), derives the lock
-key of each, reads every key on every node as 'redlock status' does, and prints a table:
-per lock its state, its holder (first 8 hex digits), on how many nodes that holder has its
-key, how long it keeps a quorum without renewing, the next token, and the remaining TTL on
-each node. A row marked '!' is a lock the nodes disagree about: a holder present on fewer
-than a quorum of nodes (a different holder on some node, an acquire half done, or keys
-expiring). Only locks with a key on some node are shown; --all shows free ones too (fence
-counters outlive their locks by days).
+A live view of the locks on the nodes. Every --interval it scans each node's string keys
+(SCAN ... TYPE string, at most --limit per node) for lock keys: keys that have a TTL and
+hold a holder id (32 lowercase hex digits), leaving out the library's own keys (fence
+counters redlock:fence:* and redlock:slot:*, RedisFence's redlock:highest:*). It reads
+every lock key found on every node as 'redlock status' does, and prints a table: per lock
+its state, its holder (first 8 hex digits), on how many nodes that holder has its key, how
+long it keeps a quorum without renewing, the next token, and the remaining TTL on each
+node. A row marked '!' is a lock the nodes disagree about: a holder present on fewer than
+a quorum of nodes (a different holder on some node, an acquire half done, or keys
+expiring). Locks taken WithoutFencing are found too (their token is 0).
 
-Locks taken by a library client made WithoutFencing have no fence counter and are not
-found.
+Only locks with a key on some node are shown; --all shows free ones too, as far as they
+left something behind: a per-key fence counter (redlock:fence:*, written by clients of
+--counter-layout key, and by versions before the slot layout), which outlives its lock by
+days. A free lock of the default slot layout leaves nothing of its own (its tokens came
+from the counter of its hash slot, shared with other keys), so --all cannot show it.
 
 On a terminal the table is redrawn in place until Ctrl-C. With --once, or when stdout is
 not a terminal, one snapshot is printed. --json prints one JSON document per line per
@@ -70,13 +74,15 @@ func runTop(ctx context.Context, e *env, args []string) error {
 	nodesFlag := fs.String("nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
 	interval := durationFlag(time.Second)
 	fs.Var(&interval, "interval", "`D` between refreshes (default 1s)")
-	limit := fs.Int("limit", 1000, "at most `N` fence counters examined per node and N locks listed per refresh")
+	limit := fs.Int("limit", 1000, "at most `N` string keys examined per node and N locks listed per refresh")
 	match := fs.String("match", "", "show only lock keys matching this Redis `GLOB` (as KEYS and SCAN MATCH: * ? [a-z] \\)")
-	all := fs.Bool("all", false, "also show free locks (a counter but no key on any node)")
+	all := fs.Bool("all", false, "also show free locks that have a per-key fence counter but no key on any node")
 	asJSON := fs.Bool("json", false, "print one JSON document per refresh instead of the table")
 	once := fs.Bool("once", false, "print one snapshot and exit")
 	nodeTimeout := fs.Duration("node-timeout", statusNodeTimeout, "how long to wait for each node, per call")
 	amnesia := fs.Int("amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
+	var layout layoutFlag
+	fs.Var(&layout, "counter-layout", layoutUsage(", those of the clients whose next token is shown"))
 	var tlsf tlsFlags
 	tlsf.register(fs)
 	if err := parseFlags(fs, e, args); err != nil {
@@ -90,7 +96,7 @@ func runTop(ctx context.Context, e *env, args []string) error {
 	case *nodeTimeout <= 0:
 		return usageErrorf("top: --node-timeout %v must be positive", *nodeTimeout)
 	}
-	r, err := openReader(e, "top", *nodesFlag, &tlsf, *nodeTimeout, *amnesia)
+	r, err := openReader(e, "top", *nodesFlag, &tlsf, *nodeTimeout, *amnesia, redlock.CounterLayout(layout))
 	if err != nil {
 		return err
 	}
@@ -150,7 +156,7 @@ type topper struct {
 // topNode is what one node's scan found.
 type topNode struct {
 	err       error // nil when the scan answered
-	examined  int   // counter names returned by SCAN
+	examined  int   // string keys returned by SCAN
 	truncated bool  // the scan stopped at --limit with names left
 }
 
@@ -175,7 +181,7 @@ func (s *topSnap) firstFailure() string {
 	return ""
 }
 
-// snapshot scans every node for fence counters, derives their lock keys, and reads each
+// snapshot scans every node for lock keys (scan), and reads each
 // key's status on every node. It returns an error only when ctx ends or the client is
 // closed; a node that fails has its error in the snapshot.
 func (t *topper) snapshot(ctx context.Context) (*topSnap, error) {
@@ -225,6 +231,10 @@ func (t *topper) snapshot(ctx context.Context) (*topSnap, error) {
 	close(next)
 	wg.Wait()
 	for i, err := range errs {
+		if errors.Is(err, redlock.ErrInvalidArgument) {
+			snap.found-- // not a key a lock could have, whatever it holds
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -237,32 +247,50 @@ func (t *topper) snapshot(ctx context.Context) (*topSnap, error) {
 	return snap, nil
 }
 
-// scan returns the lock keys of the fence counters on one node, at most --limit names
-// examined, each SCAN call bounded by the node timeout.
+// scan returns the lock keys found on one node, at most --limit names examined, each call
+// (a SCAN, then one pipeline of GET and PTTL for the names it returned) bounded by the node
+// timeout. A lock key is a string key, not one of the library's own (fence counters, slot
+// counters, RedisFence's token keys), that has a TTL and holds a holder id; a per-key fence
+// counter names its lock key too, so that --all can show free locks of the key layout.
 func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) ([]string, topNode) {
 	var n topNode
 	var keys []string
 	var cursor uint64
+	fail := func(what string, err error) ([]string, topNode) {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = fmt.Errorf("no reply to %s within %v", what, t.nodeTimeout)
+		}
+		n.err = err
+		return keys, n
+	}
 	for {
 		cctx, cancel := context.WithTimeout(ctx, t.nodeTimeout)
-		names, next, err := cl.Scan(cctx, cursor, redlock.FencePrefix+"*", topScanCount).Result()
+		names, next, err := cl.ScanType(cctx, cursor, "", topScanCount, "string").Result()
 		cancel()
 		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				err = fmt.Errorf("no reply to SCAN within %v", t.nodeTimeout)
-			}
-			n.err = err
-			return keys, n
+			return fail("SCAN", err)
 		}
+		if left := t.cfg.limit - n.examined; len(names) > left {
+			names, n.truncated = names[:left], true
+		}
+		n.examined += len(names)
+		var candidates []string
 		for _, name := range names {
-			if n.examined == t.cfg.limit {
-				n.truncated = true
-				return keys, n
-			}
-			n.examined++
 			if k, ok := redlock.LockKeyOfCounter(name); ok {
 				keys = append(keys, k)
+			} else if name != "" && len(name) <= redlock.MaxKeyLen && !libraryKey(name) {
+				candidates = append(candidates, name)
 			}
+		}
+		if len(candidates) > 0 {
+			found, err := t.holderKeys(ctx, cl, candidates)
+			if err != nil {
+				return fail("GET and PTTL", err)
+			}
+			keys = append(keys, found...)
+		}
+		if n.truncated {
+			return keys, n
 		}
 		if cursor = next; cursor == 0 {
 			return keys, n
@@ -272,6 +300,63 @@ func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) ([]string, 
 			return keys, n
 		}
 	}
+}
+
+// holderKeys returns those of names that hold a holder id and have a TTL, read in one
+// pipeline bounded by the node timeout. A key that vanished or changed type between the
+// SCAN and the read is left out.
+func (t *topper) holderKeys(ctx context.Context, cl redis.UniversalClient, names []string) ([]string, error) {
+	cctx, cancel := context.WithTimeout(ctx, t.nodeTimeout)
+	defer cancel()
+	pipe := cl.Pipeline()
+	gets := make([]*redis.StringCmd, len(names))
+	ttls := make([]*redis.DurationCmd, len(names))
+	for i, name := range names {
+		gets[i] = pipe.Get(cctx, name)
+		ttls[i] = pipe.PTTL(cctx, name)
+	}
+	_, _ = pipe.Exec(cctx) // each command's error is looked at below
+	var keys []string
+	for i, name := range names {
+		v, gerr := gets[i].Result()
+		ttl, terr := ttls[i].Result()
+		for _, err := range []error{gerr, terr} {
+			if err != nil && !isReply(err) {
+				return nil, err
+			}
+		}
+		if gerr == nil && terr == nil && ttl > 0 && holderLike(v) {
+			keys = append(keys, name)
+		}
+	}
+	return keys, nil
+}
+
+// isReply reports whether err is a reply of the server (redis.Nil for a key that is gone,
+// WRONGTYPE for one that changed type), not a failure to reach it.
+func isReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re)
+}
+
+// holderLike reports whether v looks like a holder id: 32 lowercase hex digits.
+func holderLike(v string) bool {
+	if len(v) != 32 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// libraryKey reports whether name is one of the library's own keys rather than a lock key:
+// a fence counter of either layout or a RedisFence token key.
+func libraryKey(name string) bool {
+	return strings.HasPrefix(name, redlock.FencePrefix) || strings.HasPrefix(name, redlock.SlotCounterPrefix) ||
+		strings.HasPrefix(name, redlock.HighestTokenPrefix)
 }
 
 // present reports whether some node that answered has a key for the lock.

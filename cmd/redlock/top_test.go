@@ -5,6 +5,7 @@ package main
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +70,15 @@ func topJSON(t *testing.T, wantCode int, args ...string) (topDoc, string) {
 	return doc, out + errOut
 }
 
+// locksOf returns the keys of the locks a document lists, in its order.
+func locksOf(doc topDoc) []string {
+	var keys []string
+	for _, l := range doc.Locks {
+		keys = append(keys, l.Key)
+	}
+	return keys
+}
+
 func lockByKey(doc topDoc, key string) (topLockDoc, bool) {
 	for _, l := range doc.Locks {
 		if l.Key == key {
@@ -98,9 +108,11 @@ func startAuthCluster(t *testing.T, n int) (*redisproc.Cluster, string, []redis.
 	return cluster, strings.Join(urls, ","), clients
 }
 
-// TestTopFindsLocks holds locks of every key shape through the library, makes two
-// disagreements by writing holder ids on nodes directly, and checks what top --once --json
-// and the table say about them, against the locks' own ids and tokens.
+// TestTopFindsLocks holds locks of every key shape through the library (fenced with the
+// default slot layout, and one WithoutFencing), makes two disagreements by writing holder ids
+// on nodes directly, adds keys that are not locks, and checks what top --once --json and the
+// table say about them, against the locks' own ids and tokens. --all shows a free lock of the
+// key layout (its per-key counter is left) but cannot show one of the slot layout.
 func TestTopFindsLocks(t *testing.T) {
 	t.Parallel()
 	_, nodes, clients := startAuthCluster(t, 5)
@@ -125,8 +137,20 @@ func TestTopFindsLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	goneToken := gone.Token()
 	if err := gone.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keyLayout, err := redlock.New(clients, redlock.WithCounterLayout(redlock.KeyCounters))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keyLayout.Close()
+	goneKey, err := keyLayout.TryAcquire(ctx, "gone-key", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goneKeyToken := goneKey.Token()
+	if err := goneKey.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	unfenced, err := redlock.New(clients, redlock.WithoutFencing())
@@ -134,7 +158,8 @@ func TestTopFindsLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unfenced.Close()
-	if _, err := unfenced.TryAcquire(ctx, "nofence", time.Minute); err != nil {
+	nofence, err := unfenced.TryAcquire(ctx, "nofence", time.Minute)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The nodes disagree: node 4 holds "split" for someone else; "lonely" has a key (and a
@@ -149,20 +174,46 @@ func TestTopFindsLocks(t *testing.T) {
 	if err := clients[0].Set(ctx, redlock.FencePrefix+"{lonely}", 7, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Not locks: a holder id without a TTL, other values with one, a hash, and the library's
+	// own keys holding a holder id.
+	for _, kv := range []struct {
+		key, value string
+		ttl        time.Duration
+	}{
+		{"persistent", other, 0}, {"cache", "hello", time.Minute}, {"upper", strings.ToUpper(other), time.Minute},
+		{"short", other[:31], time.Minute}, {redlock.HighestTokenPrefix + "{data}", other, time.Minute},
+		{redlock.SlotCounterPrefix + "{not a slot tag}", other, time.Minute},
+	} {
+		for _, c := range clients {
+			if err := c.Set(ctx, kv.key, kv.value, kv.ttl).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range clients {
+		if err := c.HSet(ctx, "hash", "f", other).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Expire(ctx, "hash", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 
+	before := time.Now().UnixMicro()
 	doc, raw := topJSON(t, exitOK, "--nodes", nodes)
-	if doc.Quorum != 3 || doc.Total != 5 || doc.Answered != 5 || doc.Truncated || doc.HiddenFree != 1 || doc.Found != len(held)+2 {
-		t.Errorf("summary: quorum %d, total %d, answered %d, truncated %v, hidden_free %d, found %d; want 3, 5, 5, false, 1 (gone), %d",
-			doc.Quorum, doc.Total, doc.Answered, doc.Truncated, doc.HiddenFree, doc.Found, len(held)+2)
+	after := time.Now().UnixMicro()
+	if doc.Quorum != 3 || doc.Total != 5 || doc.Answered != 5 || doc.Truncated || doc.HiddenFree != 1 || doc.Found != len(held)+3 {
+		t.Errorf("summary: quorum %d, total %d, answered %d, truncated %v, hidden_free %d, found %d; want 3, 5, 5, false, 1 (gone-key), %d",
+			doc.Quorum, doc.Total, doc.Answered, doc.Truncated, doc.HiddenFree, doc.Found, len(held)+3)
 	}
 	var keys []string
 	for _, l := range doc.Locks {
 		keys = append(keys, l.Key)
 	}
-	wantKeys := append(slices.Clone(held), "lonely")
+	wantKeys := append(slices.Clone(held), "lonely", "nofence")
 	slices.Sort(wantKeys)
 	if !slices.Equal(keys, wantKeys) {
-		t.Errorf("locks shown %q, want %q (sorted; not the free \"gone\", not the unfenced \"nofence\")", keys, wantKeys)
+		t.Errorf("locks shown %q, want %q (sorted; not the free \"gone\" and \"gone-key\", nor keys that are not locks)", keys, wantKeys)
 	}
 	for _, k := range held {
 		l, ok := lockByKey(doc, k)
@@ -172,22 +223,34 @@ func TestTopFindsLocks(t *testing.T) {
 			wantOn, wantDisagree = 4, true
 		}
 		if !ok || l.State != "held" || !l.Quorum || l.Holder != lk.ID() || l.HolderNodes != wantOn || l.Disagree != wantDisagree ||
-			l.NextTokenAtLeast != uint64(lk.Token())+1 || l.TTLMillis <= 0 || l.TTLMillis > 60000 || len(l.Nodes) != 5 {
-			t.Errorf("lock %q: %+v; want held by %s on %d nodes, disagree %v, next token %d", k, l, lk.ID(), wantOn, wantDisagree, lk.Token()+1)
+			l.TTLMillis <= 0 || l.TTLMillis > 60000 || len(l.Nodes) != 5 {
+			t.Errorf("lock %q: %+v; want held by %s on %d nodes, disagree %v", k, l, lk.ID(), wantOn, wantDisagree)
 			continue
 		}
+		checkNextToken(t, "lock "+strconv.Quote(k), l.NextTokenAtLeast, uint64(lk.Token()), before, after)
 		for i, n := range l.Nodes {
 			wantHolder := lk.ID()
 			if k == "split" && i == 4 {
 				wantHolder = other
 			}
-			if !n.Answered || n.Holder != wantHolder || n.Counter != uint64(lk.Token()) || n.TTLMillis <= 0 {
-				t.Errorf("lock %q node %d: %+v; want holder %s, counter %d", k, i, n, wantHolder, lk.Token())
+			// Each of these keys is alone in its hash slot, so its slot counter is its token.
+			if !n.Answered || n.Holder != wantHolder || n.Counter != uint64(lk.Token()) || n.SlotCounter != uint64(lk.Token()) ||
+				n.KeyCounter != 0 || n.TTLMillis <= 0 {
+				t.Errorf("lock %q node %d: %+v; want holder %s, slot counter %d, no key counter", k, i, n, wantHolder, lk.Token())
 			}
 		}
 	}
-	if l, _ := lockByKey(doc, "lonely"); l.State != "partial" || !l.Disagree || l.Quorum || l.Holder != other || l.HolderNodes != 1 || l.Nodes[0].Counter != 7 {
-		t.Errorf("lonely: %+v; want partial, disagree, holder %s on 1 node, counter 7 on node 0", l, other)
+	if l, _ := lockByKey(doc, "lonely"); l.State != "partial" || !l.Disagree || l.Quorum || l.Holder != other || l.HolderNodes != 1 || l.Nodes[0].KeyCounter != 7 {
+		t.Errorf("lonely: %+v; want partial, disagree, holder %s on 1 node, key counter 7 on node 0", l, other)
+	}
+	if l, _ := lockByKey(doc, "nofence"); l.State != "held" || l.Holder != nofence.ID() || l.HolderNodes != 5 || l.Disagree || nofence.Token() != 0 {
+		t.Errorf("nofence: %+v; want held by %s (token %d) on 5 nodes", l, nofence.ID(), nofence.Token())
+	} else {
+		for i, n := range l.Nodes {
+			if n.Counter != 0 || n.SlotCounter != 0 || n.KeyCounter != 0 {
+				t.Errorf("nofence node %d: %+v; want no counters", i, n)
+			}
+		}
 	}
 	if l, _ := lockByKey(doc, ctlKey); l.KeyBase64 != jsonBase64(ctlKey) {
 		t.Errorf("key_base64 of %q: %q", ctlKey, l.KeyBase64)
@@ -196,14 +259,23 @@ func TestTopFindsLocks(t *testing.T) {
 		t.Errorf("top --json shows the password or a raw ESC:\n%s", raw)
 	}
 
-	// --all shows the free lock; --match and --limit narrow.
-	doc, _ = topJSON(t, exitOK, "--nodes", nodes, "--all")
-	if l, ok := lockByKey(doc, "gone"); !ok || l.State != "free" || l.Disagree || l.Holder != "" || l.NextTokenAtLeast != uint64(goneToken)+1 || doc.HiddenFree != 0 {
-		t.Errorf("--all: gone is %+v (found %v), hidden_free %d; want free, next token %d", l, ok, doc.HiddenFree, goneToken+1)
+	// --all shows the free lock of the key layout, not the one of the slot layout; with
+	// --counter-layout key the next token is the key counter's next. --match and --limit narrow.
+	doc, _ = topJSON(t, exitOK, "--nodes", nodes, "--all", "--counter-layout", "key")
+	if l, ok := lockByKey(doc, "gone-key"); !ok || l.State != "free" || l.Disagree || l.Holder != "" || l.NextTokenAtLeast != uint64(goneKeyToken)+1 ||
+		doc.HiddenFree != 0 || len(l.Nodes) != 5 || l.Nodes[0].KeyCounter != uint64(goneKeyToken) {
+		t.Errorf("--all: gone-key is %+v (found %v), hidden_free %d; want free, next token %d", l, ok, doc.HiddenFree, goneKeyToken+1)
+	}
+	if l, ok := lockByKey(doc, "gone"); ok || len(doc.Locks) != len(wantKeys)+1 {
+		t.Errorf("--all: %d locks, gone %+v; want %d, and the free lock of the slot layout not found", len(doc.Locks), l, len(wantKeys)+1)
 	}
 	doc, _ = topJSON(t, exitOK, "--nodes", nodes, "--match", "jobs/*")
 	if len(doc.Locks) != 1 || doc.Locks[0].Key != "jobs/nightly" || doc.Found != 1 {
 		t.Errorf("--match jobs/*: found %d, locks %+v", doc.Found, doc.Locks)
+	}
+	doc, _ = topJSON(t, exitOK, "--nodes", nodes, "--match", "*o?e*", "--all")
+	if keys := locksOf(doc); !slices.Equal(keys, []string{"gone-key", "lonely", "nofence"}) || doc.Found != 3 {
+		t.Errorf("--match *o?e* --all: found %d, locks %q; want gone-key (from its counter), lonely, nofence", doc.Found, keys)
 	}
 	doc, _ = topJSON(t, exitOK, "--nodes", nodes, "--limit", "2", "--all")
 	if !doc.Truncated || len(doc.Locks) > 2 || doc.Nodes[1].Examined != 2 || !doc.Nodes[1].Truncated {
@@ -325,7 +397,8 @@ func TestDisplayKey(t *testing.T) {
 }
 
 // TestTopACLUser: an ACL user with the commands docs/operations.md lists for the library and
-// the CLI, plus +scan, can run top; without +scan the node's error says why.
+// the CLI, plus +scan, can run top and find a lock (SCAN, then GET and PTTL); without +scan
+// the node's error says why.
 func TestTopACLUser(t *testing.T) {
 	t.Parallel()
 	const pw = "AclTopPW"
@@ -334,8 +407,14 @@ func TestTopACLUser(t *testing.T) {
 	}
 	cluster := redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: append(user("alice", "+scan"), user("bob")...)})
 	addr := cluster.Addrs()[0]
+	rc := redis.NewClient(&redis.Options{Addr: addr})
+	defer rc.Close()
+	const id = "0123456789abcdef0123456789abcdef"
+	if err := rc.Set(t.Context(), "acl-lock", id, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
 	doc, raw := topJSON(t, exitOK, "--nodes", "redis://alice:"+pw+"@"+addr)
-	if doc.Answered != 1 || !doc.Nodes[0].Answered {
+	if doc.Answered != 1 || !doc.Nodes[0].Answered || len(doc.Locks) != 1 || doc.Locks[0].Key != "acl-lock" || doc.Locks[0].Holder != id {
 		t.Errorf("alice (+scan): %s", raw)
 	}
 	code, out, errOut := runBin(t, nil, "top", "--once", "--json", "--nodes", "redis://bob:"+pw+"@"+addr)
