@@ -2,15 +2,16 @@ package redlock
 
 import "strings"
 
-// LockKeyOfCounter returns the lock key whose fence counter is named name, and true; or ""
-// and false when name is not the counter name of any valid lock key. It inverts the naming
-// of fence counters (docs/design.md §2): for every key k the library accepts,
+// LockKeyOfCounter returns the lock key whose per-key fence counter is named name, and true;
+// or "" and false when name is not the per-key counter name of any valid lock key (slot
+// counters, [SlotCounterPrefix], belong to no one key). It inverts the naming of per-key
+// counters (docs/design.md §2): for every key k the library accepts,
 // LockKeyOfCounter(counter name of k) returns k (TestLockKeyOfCounterInverts), and it returns
 // true only for a name that the key it returns really has, so a key found this way can be
-// passed to [Client.Status]. Tools use it to list locks by scanning the nodes for keys that
-// start with [FencePrefix]; a lock taken by a Client made [WithoutFencing] has no counter
-// and cannot be found so. It allocates nothing beyond the check and is safe for concurrent
-// use.
+// passed to [Client.Status]. Only Clients of the [KeyCounters] layout (and versions before
+// layouts existed) write per-key counters, so scanning for [FencePrefix] finds the keys they
+// locked, free or held, and nothing else; `redlock top` finds held locks by their keys
+// instead. It allocates nothing beyond the check and is safe for concurrent use.
 func LockKeyOfCounter(name string) (string, bool) {
 	rest, ok := strings.CutPrefix(name, FencePrefix)
 	if !ok || rest == "" {

@@ -14,7 +14,7 @@ import (
 // fencing token it has admitted for a data key: HighestTokenPrefix + key when key has a Redis
 // Cluster hash tag (a non-empty {…}), else HighestTokenPrefix + "{" + key + "}". Either way the
 // token key is in the data key's cluster hash slot, so one script can touch both. Data keys may
-// not start with HighestTokenPrefix or [FencePrefix].
+// not start with HighestTokenPrefix, [FencePrefix] or [SlotCounterPrefix].
 const HighestTokenPrefix = "redlock:highest:"
 
 // maxHSetFields bounds the field-value pairs of one [RedisFence.HSet]: the script passes them to
@@ -226,7 +226,7 @@ func highestKey(key string) (string, error) {
 	// refuse a write (the record holds the higher of the two keys' tokens), never admit a stale
 	// one, whereas a new name for "{x}" would start from an empty record after an upgrade and
 	// admit a stale holder's write once.
-	return slotKey(HighestTokenPrefix, key, false, HighestTokenPrefix, FencePrefix)
+	return slotKey(HighestTokenPrefix, key, false, HighestTokenPrefix, FencePrefix, SlotCounterPrefix)
 }
 
 // parseReplyToken reads a token that a script returned as a bulk string.
