@@ -53,7 +53,7 @@ func TestSlotTags(t *testing.T) {
 // ErrInvalidArgument by both.
 func FuzzSlotKey(f *testing.F) {
 	for _, s := range []string{"orders:42", "{user1}:lock", "a{b", "a}b", "{}x", "}{", "}", "{}", "{{x}}",
-		"a{b}c{d}", "payout:é:日本", "redlock:fence:x", "redlock:highest:x", "\x00}", strings.Repeat("}", 300)} {
+		"a{b}c{d}", "payout:é:日本", "redlock:fence:x", "redlock:highest:x", "redlock:slot:{x}", "\x00}", strings.Repeat("}", 300)} {
 		f.Add(s, s+"}")
 		f.Add(s, "{"+s+"}") // a key and the same key as a whole hash tag
 	}
@@ -62,7 +62,7 @@ func FuzzSlotKey(f *testing.F) {
 	f.Fuzz(func(t *testing.T, a, b string) {
 		fa, errA := fenceKey(a)
 		ha, errH := highestKey(a)
-		if a == "" || len(a) > MaxKeyLen || strings.HasPrefix(a, FencePrefix) {
+		if a == "" || len(a) > MaxKeyLen || strings.HasPrefix(a, FencePrefix) || strings.HasPrefix(a, SlotCounterPrefix) {
 			if !errors.Is(errA, ErrInvalidArgument) || !errors.Is(errH, ErrInvalidArgument) {
 				t.Fatalf("key %q: fenceKey %q, %v; highestKey %q, %v; want ErrInvalidArgument", a, fa, errA, ha, errH)
 			}
@@ -82,6 +82,21 @@ func FuzzSlotKey(f *testing.F) {
 		}
 		if !strings.HasPrefix(fa, FencePrefix) {
 			t.Fatalf("counter %q lacks the prefix", fa)
+		}
+		// The slot counter: in a's slot, the same for every key of the slot, never the name
+		// of a lock key, a per-key counter or a token key.
+		sa := slotCounter(a)
+		if redisSlot(sa) != redisSlot(a) || !strings.HasPrefix(sa, SlotCounterPrefix) {
+			t.Fatalf("key %q in slot %d, its slot counter %q in slot %d", a, redisSlot(a), sa, redisSlot(sa))
+		}
+		if _, err := fenceKey(sa); !errors.Is(err, ErrInvalidArgument) {
+			t.Fatalf("slot counter %q accepted as a lock key", sa)
+		}
+		if sa == fa || sa == ha {
+			t.Fatalf("key %q: slot counter %q is also its counter %q or token key %q", a, sa, fa, ha)
+		}
+		if _, err := fenceKey(b); err == nil && (redisSlot(b) == redisSlot(a)) != (slotCounter(b) == sa) {
+			t.Fatalf("keys %q and %q: slots %d, %d, slot counters %q, %q", a, b, redisSlot(a), redisSlot(b), sa, slotCounter(b))
 		}
 		// b is often a made from a; "{" + a + "}" is the shape that once shared a's name.
 		for _, b := range []string{b, "{" + a + "}", strings.TrimSuffix(strings.TrimPrefix(a, "{"), "}")} {

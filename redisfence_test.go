@@ -71,6 +71,7 @@ func TestRedisFenceRejectsBadInput(t *testing.T) {
 		{"empty key, highest", func() error { _, err := f.Highest(ctx, ""); return err }},
 		{"token key prefix", func() error { return f.Set(ctx, HighestTokenPrefix+"{k}", "v", 1) }},
 		{"lock counter prefix", func() error { return f.Set(ctx, FencePrefix+"{k}", "v", 1) }},
+		{"slot counter prefix", func() error { return f.Set(ctx, SlotCounterPrefix+"{k}", "v", 1) }},
 		{"key too long", func() error { return f.Set(ctx, strings.Repeat("k", MaxKeyLen+1), "v", 1) }},
 		{"zero token, set", func() error { return f.Set(ctx, "k", "v", 0) }},
 		{"zero token, hset", func() error { return f.HSet(ctx, "k", map[string]string{"a": "b"}, 0) }},
