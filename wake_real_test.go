@@ -201,6 +201,7 @@ func TestRealWakeWithoutChannelPermission(t *testing.T) {
 		t.Fatalf("the waiter did not acquire by polling: %v", err)
 	}
 	settle(a)
+	settle(b) // the waiter's release reaches the nodes beyond its quorum in the background
 	for i, rc := range admin {
 		if n, err := rc.Exists(ctx, key).Result(); err != nil || n != 0 {
 			t.Fatalf("node %d: key still there (exists %d, err %v)", i, n, err)

@@ -47,6 +47,7 @@ type bubbleConfig struct {
 	claimTokens bool
 	// frozen: every client clock is stuck, so counter seeds never change (controls only).
 	frozen bool
+	layout redlock.CounterLayout // WithCounterLayout; the default SlotCounters when zero
 }
 
 // The worlds. Where a claim is not made, it is because docs/design.md does not make it:
@@ -176,7 +177,7 @@ func newBubbleWorld(cfg bubbleConfig) (*bubbleWorld, error) {
 		}
 		w.links = append(w.links, links)
 		opts := []redlock.Option{redlock.WithNodeTimeout(50 * time.Millisecond),
-			redlock.WithAmnesiaTolerance(cfg.amnesia), redlock.WithCounterIdleTTL(0)}
+			redlock.WithAmnesiaTolerance(cfg.amnesia), redlock.WithCounterIdleTTL(0), redlock.WithCounterLayout(cfg.layout)}
 		if cfg.frozen {
 			opts = append(opts, redlock.WithClock(frozenClock{t: frozenAt}))
 		}
@@ -592,10 +593,14 @@ func TestSimScripted(t *testing.T) {
 	})
 	// The clock-seed remedy's caveat (docs/design.md §5.6, late scripts): an acquire script
 	// that reaches a node after the node restarted empty seeds its counter with an old clock
-	// reading. Claim O then breaks: a later holder gets a smaller token, and the store refuses
-	// it, which costs availability, not correctness.
+	// reading. With per-key counters claim O then breaks: a later holder gets a smaller token,
+	// and the store refuses it, which costs availability, not correctness. The slot layout's
+	// clock floor (§5.11) keeps the later holder's token above its own clock reading, so the
+	// same sequence leaves claim O intact there (the next subtest).
 	t.Run("late script after an empty restart: claim O breaks, the store refuses the newer holder", func(t *testing.T) {
-		inBubble(t, bubbleConfigs["wipes-late-scripts"], func(t *testing.T, w *bubbleWorld) {
+		cfg := bubbleConfigs["wipes-late-scripts"]
+		cfg.layout = redlock.KeyCounters
+		inBubble(t, cfg, func(t *testing.T, w *bubbleWorld) {
 			w.setDelay(0, 2, 80*time.Millisecond) // A's script to node 2 will arrive late
 			w.acquire(time.Second, 0)             // A: token s0 from nodes 0, 1, 3, 4
 			a := w.cur(0)
@@ -626,6 +631,34 @@ func TestSimScripted(t *testing.T) {
 				t.Fatal("the store accepted C's write below B's token")
 			}
 			t.Logf("found, as expected: %s; C's write refused", probs[0].Detail)
+		})
+	})
+	t.Run("late script after an empty restart, slot layout: the clock floor keeps claim O", func(t *testing.T) {
+		inBubble(t, bubbleConfigs["wipes-late-scripts"], func(t *testing.T, w *bubbleWorld) {
+			w.setDelay(0, 2, 80*time.Millisecond)
+			w.acquire(time.Second, 0)
+			a := w.cur(0)
+			w.release(0)
+			w.setCut(1, 3, true)
+			w.setCut(1, 4, true)
+			w.acquire(time.Second, 1)
+			b := w.cur(1)
+			w.release(1)
+			w.wipe(2)
+			w.advance(400 * time.Millisecond) // A's late script seeds node 2's slot counter with its old clock
+			w.setCut(2, 0, true)
+			w.setCut(2, 1, true)
+			w.acquire(time.Second, 2) // C's token is at least C's clock, 400 ms past B's
+			c := w.cur(2)
+			if a == nil || b == nil || c == nil {
+				t.Fatalf("an acquisition failed:\n%s", strings.Join(w.log, "\n"))
+			}
+			if c.lock.Token() <= b.lock.Token() {
+				t.Fatalf("C's token %d is not above B's %d", c.lock.Token(), b.lock.Token())
+			}
+			if probs := CheckTokens(w.history()); len(probs) != 0 {
+				t.Fatalf("token checker: %v, want none", probs)
+			}
 		})
 	})
 	t.Run("pause past the TTL", func(t *testing.T) {

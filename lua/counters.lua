@@ -60,6 +60,8 @@ local function mint(own, other, seed, idle, slot)
     t = seed
   end
   store(own, t, idle)
-  mirror(other, t, slot)
+  if slot and o then -- the mirror, with the value already read
+    redis.call('SET', other, string.format('%.0f', t), 'KEEPTTL')
+  end
   return t
 end
