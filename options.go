@@ -195,8 +195,10 @@ func WithAmnesiaTolerance(f int) Option {
 	}
 }
 
-// WithCounterIdleTTL sets how long a fence counter may sit unused before Redis expires it,
-// which keeps memory bounded when locks are taken on millions of distinct keys. 0 means
+// WithCounterIdleTTL sets how long a fence counter may sit unused before Redis expires it.
+// With [KeyCounters] this is what bounds memory when locks are taken on millions of distinct
+// keys; with the default [SlotCounters] a node has at most 16 384 counters anyway, and a slot
+// counter is refreshed by every acquire of any key of its slot. 0 means
 // counters never expire: those this client creates get no TTL, and an acquire leaves a
 // counter's existing TTL (set by a client with another setting) as it is. d must be 0 or at
 // least one second, in whole milliseconds.
