@@ -23,7 +23,9 @@
 //   - [New] builds a [Client] over go-redis clients, one per node, with [Option] values such
 //     as [WithNodeTimeout], [WithDriftFactor], [WithRetryLimit], [WithRetryDelay],
 //     [WithAmnesiaTolerance], [WithoutFencing] (no token, for locks that only save work) and
-//     [WithLockDelay] (a lapsed lock stays out of reach for a further delay).
+//     [WithLockDelay] (a lapsed lock stays out of reach for a further delay), and
+//     [WithCounterLayout] (fence counters per hash slot, the default, whose memory does not
+//     grow with the number of distinct keys, or per key, with consecutive tokens).
 //   - [Client.TryAcquire] makes one attempt; [Client.Acquire] retries until it succeeds or
 //     its context ends. Both return a [*Lock].
 //   - [Lock.Token] is the fencing token, [Lock.Until] the validity deadline, [Lock.Extend]
