@@ -125,6 +125,41 @@ func (b *bank) pay(idemKey string, amount int64) {
 	}
 }
 
+// The default layout mints tokens from one counter per hash slot, so a node's fencing state
+// stays small however many distinct keys are locked; a key's tokens grow, with gaps. With
+// KeyCounters each key has a counter of its own and its tokens are consecutive.
+func ExampleWithCounterLayout() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	ctx := context.Background()
+	for _, layout := range []redlock.CounterLayout{redlock.SlotCounters, redlock.KeyCounters} {
+		c, err := redlock.New(nodes, redlock.WithCounterLayout(layout))
+		if err != nil {
+			panic(err)
+		}
+		var tokens []redlock.Token
+		for range 3 {
+			l, err := c.TryAcquire(ctx, "order:"+layout.String(), time.Minute)
+			if err != nil {
+				panic(err)
+			}
+			tokens = append(tokens, l.Token())
+			if err := l.Release(ctx); err != nil {
+				panic(err)
+			}
+		}
+		c.Close()
+		fmt.Printf("%s: increasing %v", layout, tokens[0] < tokens[1] && tokens[1] < tokens[2])
+		if layout == redlock.KeyCounters {
+			fmt.Printf(", consecutive %v", tokens[1] == tokens[0]+1 && tokens[2] == tokens[1]+1)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// slot: increasing true
+	// key: increasing true, consecutive true
+}
+
 // The settlement's payout survives a takeover with one key for the bank. Before the call,
 // the holder records the step's intent in the fenced store: first a fenced write that bars
 // every older holder from the record, then a read of the key an earlier holder may have
