@@ -60,8 +60,8 @@ type Config struct {
 	N, Q    int // nodes and the quorum the clients use
 	Keys    int // lock keys, all in one hash slot (they share the slot counter), at most maxKeys
 	Clients []ClientConfig
-	Amnesia int  // restarts without persistence (a node restarts empty), in total
-	Resends int  // request messages delivered twice (a go-redis retry), in total
+	Amnesia int // restarts without persistence (a node restarts empty), in total
+	Resends int // request messages delivered twice (a go-redis retry), in total
 	// Lose lets clients time out on a node: its request may be lost, or applied with the reply
 	// lost. (A request that is never delivered simply stays in flight.)
 	Lose bool
@@ -87,9 +87,9 @@ const (
 type hid uint8
 
 func holderOf(c, seq int) hid { return hid(1 + c*maxSeq + seq) }
-func (h hid) client() int    { return (int(h) - 1) / maxSeq }
-func (h hid) seq() int       { return (int(h) - 1) % maxSeq }
-func (h hid) String() string { return fmt.Sprintf("c%d#%d", h.client(), h.seq()+1) }
+func (h hid) client() int     { return (int(h) - 1) / maxSeq }
+func (h hid) seq() int        { return (int(h) - 1) % maxSeq }
+func (h hid) String() string  { return fmt.Sprintf("c%d#%d", h.client(), h.seq()+1) }
 
 type node struct {
 	holder [maxKeys]hid
@@ -198,8 +198,10 @@ type step struct {
 }
 
 type checker struct {
-	cfg   Config
-	perms [][]int
+	cfg            Config
+	perms          [][]int
+	labels         bool // build step labels (for a trace)
+	buf, best, col []byte
 }
 
 func (k *checker) seed(s *state) int16 {
@@ -236,7 +238,7 @@ func (k *checker) successors(s *state) []step {
 				for key := 0; key < cfg.Keys; key++ {
 					t := s.clone()
 					k.startAcquire(t, c, key)
-					add(fmt.Sprintf("c%d: start acquire #%d of k%d (seed %s)", c, cc.seq+1, key, k.seedText(s)), t)
+					add(k.f("c%d: start acquire #%d of k%d (seed %s)", c, cc.seq+1, key, k.seedText(s)), t)
 				}
 			}
 		case phAcquiring:
@@ -246,7 +248,7 @@ func (k *checker) successors(s *state) []step {
 						t := s.clone()
 						t.cl[c].st[i] = stFailed
 						t.dropReplies(c, i, mAcquireReply, mRaiseReply)
-						lbl := fmt.Sprintf("c%d: timeout on n%d", c, i)
+						lbl := k.f("c%d: timeout on n%d", c, i)
 						lbl += k.decide(t, c)
 						add(lbl, t)
 					}
@@ -256,7 +258,7 @@ func (k *checker) successors(s *state) []step {
 				// The validity time runs out (or the context ends) before a decision. (With
 				// Lose, timing out every node that has not answered comes to the same.)
 				t := s.clone()
-				add(fmt.Sprintf("c%d: acquire #%d gives up (validity used up)", c, cc.seq)+k.fail(t, c), t)
+				add(k.f("c%d: acquire #%d gives up (validity used up)", c, cc.seq)+k.fail(t, c), t)
 			}
 		case phHolding:
 			id := holderOf(c, int(cc.seq)-1)
@@ -265,7 +267,7 @@ func (k *checker) successors(s *state) []step {
 				// extend's from its start) is over.
 				t := s.clone()
 				t.cl[c].ended++
-				add(fmt.Sprintf("c%d: validity of %s for epoch %d ends", c, id, cc.ended+1), t)
+				add(k.f("c%d: validity of %s for epoch %d ends", c, id, cc.ended+1), t)
 			}
 			if cc.extEpoch == 0 && int(cc.extends) < cfg.Clients[c].Extends {
 				t := s.clone()
@@ -277,7 +279,7 @@ func (k *checker) successors(s *state) []step {
 					tc.ext[i] = exPending
 					t.send(msg{kind: mExtend, client: uint8(c), seq: cc.seq - 1, node: uint8(i), key: cc.key, arg: int16(tc.extEpoch)})
 				}
-				add(fmt.Sprintf("c%d: start extend of %s (epoch %d)", c, id, tc.extEpoch), t)
+				add(k.f("c%d: start extend of %s (epoch %d)", c, id, tc.extEpoch), t)
 			}
 			if cc.extEpoch != 0 && cfg.Lose {
 				for i := 0; i < cfg.N; i++ {
@@ -285,13 +287,13 @@ func (k *checker) successors(s *state) []step {
 						t := s.clone()
 						t.cl[c].ext[i] = exFailed
 						t.dropReplies(c, i, mExtendReply)
-						add(fmt.Sprintf("c%d: extend timeout on n%d", c, i)+k.decideExtend(t, c), t)
+						add(k.f("c%d: extend timeout on n%d", c, i)+k.decideExtend(t, c), t)
 					}
 				}
 			}
 			t := s.clone()
 			k.releaseAll(t, c)
-			add(fmt.Sprintf("c%d: release %s", c, id), t)
+			add(k.f("c%d: release %s", c, id), t)
 		}
 	}
 
@@ -327,14 +329,14 @@ func (k *checker) successors(s *state) []step {
 				t := s.clone()
 				t.nodes[i].holder[key] = 0
 				t.nodes[i].epoch[key] = 0
-				add(fmt.Sprintf("n%d: k%d of %s expires", i, key, h), t)
+				add(k.f("n%d: k%d of %s expires", i, key, h), t)
 			}
 		}
 		if s.amnesia > 0 {
 			t := s.clone()
 			t.amnesia--
 			t.nodes[i] = node{}
-			add(fmt.Sprintf("n%d: restarts empty (amnesia)", i), t)
+			add(k.f("n%d: restarts empty (amnesia)", i), t)
 		}
 	}
 	for i := range out {
@@ -462,9 +464,9 @@ func (k *checker) execute(s *state, m msg) string {
 		}
 		s.send(msg{kind: mAcquireReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: int16(r)})
 		if r > 0 {
-			lbl = fmt.Sprintf("-> token %d", r)
+			lbl = k.f("-> token %d", r)
 		} else {
-			lbl = fmt.Sprintf("-> held by %s", before)
+			lbl = k.f("-> held by %s", before)
 		}
 	case mRaise:
 		var r int64
@@ -486,7 +488,7 @@ func (k *checker) execute(s *state, m msg) string {
 		}
 		n.store(key, l, v)
 		s.send(msg{kind: mRaiseReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: int16(r)})
-		lbl = fmt.Sprintf("-> %d", r)
+		lbl = k.f("-> %d", r)
 	case mExtend:
 		r := Extend(&v, id)
 		switch {
@@ -500,9 +502,9 @@ func (k *checker) execute(s *state, m msg) string {
 			n.epoch[key] = int8(m.arg) // the new TTL runs from now, past the extend's validity
 		}
 		s.send(msg{kind: mExtendReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: int16(r) + 2*m.arg})
-		lbl = fmt.Sprintf("-> %d", r)
+		lbl = k.f("-> %d", r)
 	case mRelease:
-		lbl = fmt.Sprintf("-> %d", Release(&v, id))
+		lbl = k.f("-> %d", Release(&v, id))
 		n.store(key, l, v)
 	case mHeal:
 		r := Heal(&v, id, Counter(m.arg), seed, slot)
@@ -510,10 +512,21 @@ func (k *checker) execute(s *state, m msg) string {
 		if r == 1 && before == 0 {
 			n.epoch[key] = int8(m.arg2)
 		}
-		lbl = fmt.Sprintf("-> %d", r)
+		lbl = k.f("-> %d", r)
 	}
 	k.bump(s, n.c, n.l[0], n.l[1])
-	return fmt.Sprintf("n%d: %s %s   [n%d %s]", m.node, k.msgText(m), lbl, m.node, nodeText(n, k.cfg.Keys))
+	if !k.labels {
+		return ""
+	}
+	return k.f("n%d: %s %s   [n%d %s]", m.node, k.msgText(m), lbl, m.node, nodeText(n, k.cfg.Keys))
+}
+
+// f formats a step's label; labels are only built when a trace is replayed.
+func (k *checker) f(format string, args ...any) string {
+	if !k.labels {
+		return ""
+	}
+	return fmt.Sprintf(format, args...)
 }
 
 func nodeText(n *node, keys int) string {
@@ -546,19 +559,19 @@ func (k *checker) msgText(m msg) string {
 			seed = "clock"
 		}
 		if l == OldClient {
-			return fmt.Sprintf("old acquire(k%d, %s, seed %s)", m.key, id, seed)
+			return k.f("old acquire(k%d, %s, seed %s)", m.key, id, seed)
 		}
-		return fmt.Sprintf("acquire.lua(k%d, %s, %s layout, seed %s)", m.key, id, l, seed)
+		return k.f("acquire.lua(k%d, %s, %s layout, seed %s)", m.key, id, l, seed)
 	case mRaise:
-		return fmt.Sprintf("raise.lua(k%d, %s, target %d)", m.key, id, m.arg)
+		return k.f("raise.lua(k%d, %s, target %d)", m.key, id, m.arg)
 	case mExtend:
-		return fmt.Sprintf("extend.lua(k%d, %s, epoch %d)", m.key, id, m.arg)
+		return k.f("extend.lua(k%d, %s, epoch %d)", m.key, id, m.arg)
 	case mRelease:
-		return fmt.Sprintf("release.lua(k%d, %s)", m.key, id)
+		return k.f("release.lua(k%d, %s)", m.key, id)
 	case mHeal:
-		return fmt.Sprintf("heal.lua(k%d, %s, token %d)", m.key, id, m.arg)
+		return k.f("heal.lua(k%d, %s, token %d)", m.key, id, m.arg)
 	}
-	return fmt.Sprintf("reply %d to %s from n%d", m.arg, id, m.node)
+	return k.f("reply %d to %s from n%d", m.arg, id, m.node)
 }
 
 // receive applies a reply to its client.
@@ -569,7 +582,7 @@ func (k *checker) receive(s *state, m msg) string {
 	current := int(cc.seq)-1 == int(m.seq)
 	switch m.kind {
 	case mAcquireReply:
-		lbl := fmt.Sprintf("c%d: n%d answers acquire with %d", c, i, m.arg)
+		lbl := k.f("c%d: n%d answers acquire with %d", c, i, m.arg)
 		if !current || cc.phase != phAcquiring || cc.st[i] != stPending {
 			return lbl + " (late: ignored)"
 		}
@@ -582,12 +595,12 @@ func (k *checker) receive(s *state, m msg) string {
 			if cc.target != 0 && m.arg < cc.target {
 				cc.st[i] = stRaising
 				k.sendRaise(s, c, i)
-				lbl += fmt.Sprintf(", below the target %d: raise", cc.target)
+				lbl += k.f(", below the target %d: raise", cc.target)
 			}
 		}
 		return lbl + k.decide(s, c)
 	case mRaiseReply:
-		lbl := fmt.Sprintf("c%d: n%d answers raise with %d", c, i, m.arg)
+		lbl := k.f("c%d: n%d answers raise with %d", c, i, m.arg)
 		if !current || cc.phase != phAcquiring || cc.st[i] != stRaising {
 			return lbl + " (late: ignored)"
 		}
@@ -600,7 +613,7 @@ func (k *checker) receive(s *state, m msg) string {
 		return lbl + k.decide(s, c)
 	case mExtendReply:
 		r, epoch := m.arg%2, int8(m.arg/2)
-		lbl := fmt.Sprintf("c%d: n%d answers extend with %d", c, i, r)
+		lbl := k.f("c%d: n%d answers extend with %d", c, i, r)
 		if !current || cc.phase != phHolding || cc.extEpoch != epoch || cc.ext[i] != exPending {
 			return lbl + " (late: ignored)"
 		}
@@ -651,7 +664,7 @@ func (k *checker) decide(s *state, c int) string {
 		switch {
 		case inM >= q:
 			cc.target = best
-			return k.win(s, c, fmt.Sprintf("; decide: fast path, token %d", best))
+			return k.win(s, c, k.f("; decide: fast path, token %d", best))
 		case inS+pending < q:
 			return "; decide: lost" + k.fail(s, c)
 		case inS < q:
@@ -663,10 +676,10 @@ func (k *checker) decide(s *state, c int) string {
 			if cc.st[i] == stAcquired && cc.cnt[i] < max {
 				cc.st[i] = stRaising
 				k.sendRaise(s, c, i)
-				raised = append(raised, fmt.Sprintf("n%d", i))
+				raised = append(raised, k.f("n%d", i))
 			}
 		}
-		lbl := fmt.Sprintf("; decide: slow path, target %d, raise %s", max, strings.Join(raised, " "))
+		lbl := k.f("; decide: slow path, target %d, raise %s", max, strings.Join(raised, " "))
 		return lbl + k.decideTarget(s, c)
 	}
 	return k.decideTarget(s, c)
@@ -687,7 +700,7 @@ func (k *checker) decideTarget(s *state, c int) string {
 	}
 	switch {
 	case inM >= k.cfg.Q:
-		return k.win(s, c, fmt.Sprintf("; decide: won, token %d", cc.target))
+		return k.win(s, c, k.f("; decide: won, token %d", cc.target))
 	case possible < k.cfg.Q:
 		return "; decide: lost" + k.fail(s, c)
 	}
@@ -732,7 +745,7 @@ func (k *checker) fail(s *state, c int) string {
 	for i := 0; i < k.cfg.N; i++ {
 		if cc.mayHold[i] {
 			s.send(msg{kind: mRelease, client: uint8(c), seq: cc.seq - 1, node: uint8(i), key: cc.key})
-			rel = append(rel, fmt.Sprintf("n%d", i))
+			rel = append(rel, k.f("n%d", i))
 		}
 	}
 	k.idle(s, c)
@@ -783,12 +796,12 @@ func (k *checker) decideExtend(s *state, c int) string {
 		for i := 0; i < k.cfg.N; i++ {
 			if cc.ext[i] == exZero && k.cfg.Clients[c].Layout != OldClient {
 				s.send(msg{kind: mHeal, client: uint8(c), seq: cc.seq - 1, node: uint8(i), key: cc.key, arg: cc.token, arg2: int16(cc.extEpoch)})
-				healed = append(healed, fmt.Sprintf("n%d", i))
+				healed = append(healed, k.f("n%d", i))
 			}
 		}
 		cc.valid = cc.extEpoch
 		k.endExtend(s, c)
-		lbl := fmt.Sprintf("; extend won: valid for epoch %d", cc.valid)
+		lbl := k.f("; extend won: valid for epoch %d", cc.valid)
 		if len(healed) > 0 {
 			lbl += ", heal " + strings.Join(healed, " ")
 		}

@@ -3,7 +3,6 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
-	"sort"
 	"time"
 )
 
@@ -79,6 +78,8 @@ func Check(cfg Config) Result {
 // names (the stored states are canonical, so their client and node names may be permuted
 // from one to the next), then the step that breaks an invariant.
 func (k *checker) replay(init *state, encs []string, parent []int32, last int32, violation string) []string {
+	k.labels = true
+	defer func() { k.labels = false }()
 	var path []int32
 	for i := last; i >= 0; i = parent[i] {
 		path = append(path, i)
@@ -140,17 +141,19 @@ func clientPerms(cs []ClientConfig) [][]int {
 func (k *checker) canon(s *state) string {
 	var best []byte
 	for _, p := range k.perms {
-		e := k.encode(s, p)
+		e := k.encode(s, p, k.buf[:0])
 		if best == nil || bytes.Compare(e, best) < 0 {
-			best = e
+			best = append(k.best[:0], e...)
+			k.best = best
 		}
+		k.buf = e
 	}
 	return string(best)
 }
 
-func (k *checker) encode(s *state, perm []int) []byte {
+func (k *checker) encode(s *state, perm []int, b []byte) []byte {
 	nc := len(k.cfg.Clients)
-	inv := make([]int, nc)
+	var inv [maxClients]int
 	for old, nw := range perm {
 		inv[nw] = old
 	}
@@ -160,63 +163,76 @@ func (k *checker) encode(s *state, perm []int) []byte {
 		}
 		return byte(holderOf(perm[h.client()], h.seq()))
 	}
-	var b []byte
-	i16 := func(v int16) { b = binary.BigEndian.AppendUint16(b, uint16(v)) }
+	i16 := func(b []byte, v int16) []byte { return binary.BigEndian.AppendUint16(b, uint16(v)) }
 	for j := 0; j < nc; j++ {
 		c := &s.cl[inv[j]]
 		b = append(b, c.phase, c.seq, c.key)
-		i16(c.floor)
-		i16(c.target)
-		i16(c.token)
+		b = i16(b, c.floor)
+		b = i16(b, c.target)
+		b = i16(b, c.token)
 		b = append(b, byte(c.epochs), byte(c.valid), byte(c.ended), c.extends, byte(c.extEpoch))
 	}
 	b = append(b, s.amnesia, s.resends)
-	i16(s.vmax)
+	b = i16(b, s.vmax)
 	for key := 0; key < k.cfg.Keys; key++ {
 		b = append(b, s.nwon[key])
 		for i := 0; i < int(s.nwon[key]); i++ {
-			i16(s.won[key][i])
+			b = i16(b, s.won[key][i])
 		}
 	}
-	cols := make([][]byte, k.cfg.N)
+	// The nodes' columns, built in k.col and sorted.
+	col := k.col[:0]
+	var start [maxN + 1]int
+	var ms [64]uint64
 	for i := 0; i < k.cfg.N; i++ {
-		var cb []byte
+		start[i] = len(col)
 		n := &s.nodes[i]
 		for key := 0; key < k.cfg.Keys; key++ {
-			cb = append(cb, ren(n.holder[key]), byte(n.epoch[key]))
-			cb = binary.BigEndian.AppendUint16(cb, uint16(n.l[key]))
+			col = append(col, ren(n.holder[key]), byte(n.epoch[key]))
+			col = i16(col, n.l[key])
 		}
-		cb = binary.BigEndian.AppendUint16(cb, uint16(n.c))
+		col = i16(col, n.c)
 		for j := 0; j < nc; j++ {
 			c := &s.cl[inv[j]]
 			mh := byte(0)
 			if c.mayHold[i] {
 				mh = 1
 			}
-			cb = append(cb, c.st[i], mh, c.ext[i])
-			cb = binary.BigEndian.AppendUint16(cb, uint16(c.cnt[i]))
+			col = append(col, c.st[i], mh, c.ext[i])
+			col = i16(col, c.cnt[i])
 		}
-		var ms [][]byte
+		nm := 0
 		for _, m := range s.msgs {
 			if int(m.node) != i {
 				continue
 			}
-			e := []byte{m.kind, byte(perm[m.client]), m.seq, m.key}
-			e = binary.BigEndian.AppendUint16(e, uint16(m.arg))
-			e = binary.BigEndian.AppendUint16(e, uint16(m.arg2))
-			ms = append(ms, e)
+			v := uint64(m.kind)<<56 | uint64(perm[m.client])<<48 | uint64(m.seq)<<40 | uint64(m.key)<<32 |
+				uint64(uint16(m.arg))<<16 | uint64(uint16(m.arg2))
+			j := nm
+			for ; j > 0 && ms[j-1] > v; j-- {
+				ms[j] = ms[j-1]
+			}
+			ms[j] = v
+			nm++
 		}
-		sort.Slice(ms, func(a, b int) bool { return bytes.Compare(ms[a], ms[b]) < 0 })
-		cb = append(cb, byte(len(ms)))
-		for _, e := range ms {
-			cb = append(cb, e...)
+		col = append(col, byte(nm))
+		for _, v := range ms[:nm] {
+			col = binary.BigEndian.AppendUint64(col, v)
 		}
-		cols[i] = cb
 	}
-	sort.Slice(cols, func(a, b int) bool { return bytes.Compare(cols[a], cols[b]) < 0 })
-	for _, cb := range cols {
-		b = append(b, byte(len(cb)))
-		b = append(b, cb...)
+	start[k.cfg.N] = len(col)
+	k.col = col
+	var order [maxN]int
+	for i := 0; i < k.cfg.N; i++ {
+		j := i
+		for ; j > 0 && bytes.Compare(col[start[order[j-1]]:start[order[j-1]+1]], col[start[i]:start[i+1]]) > 0; j-- {
+			order[j] = order[j-1]
+		}
+		order[j] = i
+	}
+	for _, i := range order[:k.cfg.N] {
+		b = append(b, byte(start[i+1]-start[i]))
+		b = append(b, col[start[i]:start[i+1]]...)
 	}
 	return b
 }
