@@ -167,16 +167,15 @@ type msg struct {
 func (m msg) id() hid { return holderOf(int(m.client), int(m.seq)) }
 
 type state struct {
-	nodes       [maxN]node
-	cl          [maxClients]client
-	msgs        []msg
-	amnesia     uint8 // restarts left
-	resends     uint8
-	vmax        int16 // largest counter value that ever existed (FreshSeeds)
-	won         [maxKeys][maxWon]int16
-	nwon        [maxKeys]uint8
-	violation   string
-	violationAt int
+	nodes     [maxN]node
+	cl        [maxClients]client
+	msgs      []msg
+	amnesia   uint8 // restarts left
+	resends   uint8
+	vmax      int16 // largest counter value that ever existed (FreshSeeds)
+	won       [maxKeys][maxWon]int16
+	nwon      [maxKeys]uint8
+	violation string
 }
 
 func (s *state) clone() *state {

@@ -7,7 +7,7 @@ import (
 )
 
 // large runs the bigger bounds (REDLOCK_MODEL_LARGE=1); the default keeps go test ./model/
-// under a minute on two cores, and raceEnabled (race_test.go) trims it further under -race.
+// under a minute on two cores.
 var large = os.Getenv("REDLOCK_MODEL_LARGE") == "1"
 
 func two(l1, l2 Layout, acq int) []ClientConfig {
@@ -17,14 +17,18 @@ func two(l1, l2 Layout, acq int) []ClientConfig {
 // realConfigs are run with the real rules: none may find a counterexample.
 func realConfigs() []Config {
 	cs := []Config{
-		{Name: "N3 Q2 slot+key, expiry, timeouts", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true},
-		{Name: "N3 Q2 two keys of one slot, slot+slot, expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true},
-		{Name: "N3 Q3 (f=1) amnesia 1, constant seeds, slot+key", N: 3, Q: 3, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Amnesia: 1, Expiry: true},
 		{Name: "N3 Q2 mutual exclusion, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true},
-		{Name: "N3 Q2 upgrade step 1: old+key, constant seeds", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, KeyLayout, 1), Expiry: true, Lose: true},
-		{Name: "N3 Q2 upgrade step 2: key+slot, two keys, constant seeds", N: 3, Q: 2, Keys: 2, Clients: two(KeyLayout, SlotLayout, 1), Expiry: true},
-		{Name: "N3 Q2 old+slot, clock advancing", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, SlotLayout, 1), Expiry: true, Seeds: FreshSeeds},
-		{Name: "N3 Q2 amnesia 1, clock advancing, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1, Seeds: FreshSeeds},
+	}
+	if large {
+		cs = append(cs,
+			Config{Name: "N3 Q2 slot+key, expiry, timeouts", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true},
+			Config{Name: "N3 Q2 two keys of one slot, slot+slot, expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true},
+			Config{Name: "N3 Q3 (f=1) amnesia 1, constant seeds, slot+key", N: 3, Q: 3, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Amnesia: 1, Expiry: true},
+			Config{Name: "N3 Q2 upgrade step 1: old+key, constant seeds", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, KeyLayout, 1), Expiry: true, Lose: true},
+			Config{Name: "N3 Q2 upgrade step 2: key+slot, two keys, constant seeds", N: 3, Q: 2, Keys: 2, Clients: two(KeyLayout, SlotLayout, 1), Expiry: true},
+			Config{Name: "N3 Q2 old+slot, clock advancing", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, SlotLayout, 1), Expiry: true, Seeds: FreshSeeds},
+			Config{Name: "N3 Q2 amnesia 1, clock advancing, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1, Seeds: FreshSeeds},
+		)
 	}
 	if large {
 		cs = append(cs,
@@ -65,7 +69,7 @@ func TestModelFindsMutations(t *testing.T) {
 		{Config{Name: "amnesia with f=1 assumed, quorum not raised, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1, Exclusion: true, Seeds: FreshSeeds}, "mutual exclusion"},
 		{Config{Name: "old+slot, frozen clock", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, SlotLayout, 1)}, "claim"},
 	}
-	if !raceEnabled || large {
+	if large {
 		cs = append(cs, struct {
 			cfg  Config
 			want string
@@ -88,6 +92,9 @@ func TestModelFindsMutations(t *testing.T) {
 // a raise keeps (counters never decrease), so the -1 branch of raise.lua is not needed for
 // safety.
 func TestModelRaiseAboveTargetIsSafe(t *testing.T) {
+	if !large {
+		t.Skip("5.2 million states, about 75 s: REDLOCK_MODEL_LARGE=1")
+	}
 	cfg := Config{Name: "slot raise accepts own > target", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Mutation: RaiseAcceptsAbove}
 	r := Check(cfg)
 	t.Logf("%s: %d states, %v", cfg.Name, r.States, r.Elapsed)
