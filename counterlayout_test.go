@@ -242,8 +242,11 @@ func upgradeCases(t *testing.T, rc redis.UniversalClient) {
 	}
 	// raise lifts the own counter and, in the slot layout, mirrors; never above-target.
 	rc.Set(ctx, slot, high+9, 0)
-	if v, _ := newScriptCall(raiseScript, []string{key, slot, per}, "G", high+8, 0, "1").run(ctx, rc); v != -1 {
-		t.Fatalf("raise below the slot counter: %d, want -1", v)
+	// A target below the slot counter is covered already: 1, the counter stays, the target is
+	// mirrored.
+	rc.Set(ctx, per, high+1, 0)
+	if v, _ := newScriptCall(raiseScript, []string{key, slot, per}, "G", high+8, 0, "1").run(ctx, rc); v != 1 || get(slot) != high+9 || get(per) != high+8 {
+		t.Fatalf("raise below the slot counter: %d, slot %d, per-key %d; want 1, %d, %d", v, get(slot), get(per), high+9, high+8)
 	}
 	if v, _ := newScriptCall(raiseScript, []string{key, slot, per}, "G", high+20, 0, "1").run(ctx, rc); v != 1 || get(slot) != high+20 || get(per) != high+20 {
 		t.Fatalf("raise: %d, slot %d, per-key %d", v, get(slot), get(per))

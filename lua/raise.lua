@@ -10,18 +10,19 @@
 -- ARGV[3]  the counter's idle TTL in milliseconds, "0" to keep the expiry it has
 -- ARGV[4]  "1" for the slot layout, "0" for the per-key layout
 --
--- Returns 1 when the own counter now equals the target, 0 when the key is not ours (nothing
--- is touched) and -1 when the own counter is already above the target (nothing is touched:
--- with the slot layout, an acquire of another key of the slot may have moved it past the
--- target since our acquire here).
+-- Returns 1 when the own counter is now at least the target, 0 when the key is not ours
+-- (nothing is touched). A counter below the target (or missing) is set to it; one already at
+-- or above it stays (with the slot layout, acquires of other keys of the slot may have moved
+-- it past our target since our acquire here: docs/design.md §5.11 shows this is safe, since
+-- the proof needs only that the counter is at least the token while our key is here). The
+-- slot layout mirrors the target into an existing per-key counter either way.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 local current = counter(KEYS[2])
 local target = tonumber(ARGV[2])
-if current and current > target then
-  return -1
+if not current or current < target then
+  store(KEYS[2], target, ARGV[3])
 end
-store(KEYS[2], target, ARGV[3])
 mirror(KEYS[3], target, ARGV[4] == '1')
 return 1

@@ -36,14 +36,14 @@ type Mutation uint8
 const (
 	Real              Mutation = iota
 	RaiseNotOurs               // raise.lua without its "key still ours" check
-	RaiseAcceptsAbove          // raise.lua answers 1 (without lowering) when the own counter is above the target
+	RaiseLowers                // raise.lua sets the own counter to the target even when it was above it
 	ExtendRecreates            // extend.lua sets our key again when it is absent
 	ExtendOverwrites           // extend.lua sets our key even over another holder's
 )
 
 func (m Mutation) String() string {
 	return [...]string{"real rules", "raise without the key-still-ours check",
-		"raise accepts a counter above the target", "extend re-creates an expired key",
+		"raise lowers a counter above the target", "extend re-creates an expired key",
 		"extend overwrites another holder's key"}[m]
 }
 
@@ -473,14 +473,14 @@ func (k *checker) execute(s *state, m msg) string {
 		case l == OldClient:
 			r = OldRaise(&v, id, Counter(m.arg))
 		case k.cfg.Mutation == RaiseNotOurs:
-			if v.Own != 0 && v.Own > Counter(m.arg) {
-				r = -1
-			} else {
+			if v.Own < Counter(m.arg) {
 				v.Own = Counter(m.arg)
-				mirror(&v.Other, v.Own, slot)
-				r = 1
 			}
-		case k.cfg.Mutation == RaiseAcceptsAbove && slot && v.Holder == id && v.Own > Counter(m.arg):
+			mirror(&v.Other, Counter(m.arg), slot)
+			r = 1
+		case k.cfg.Mutation == RaiseLowers && v.Holder == id:
+			v.Own = Counter(m.arg)
+			mirror(&v.Other, v.Own, slot)
 			r = 1
 		default:
 			r = Raise(&v, id, Counter(m.arg), slot)

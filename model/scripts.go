@@ -89,16 +89,15 @@ func AcquireMulti(keys []*Key, id ID, seed Counter, slot bool) (tokens []Counter
 	return tokens, true
 }
 
-// Raise is raise.lua: 0 when the key is not ours (nothing changes), -1 when the own counter is
-// above the target (nothing changes), else 1 with the own counter at the target (and mirrored).
+// Raise is raise.lua: 0 when the key is not ours (nothing changes), else 1 with the own
+// counter lifted to the target if it was below (never lowered) and the target mirrored.
 func Raise(k *Key, id ID, target Counter, slot bool) int64 {
 	if k.Holder != id {
 		return 0
 	}
-	if k.Own != 0 && k.Own > target {
-		return -1
+	if k.Own == 0 || k.Own < target {
+		k.Own = target
 	}
-	k.Own = target
 	mirror(&k.Other, target, slot)
 	return 1
 }
