@@ -191,7 +191,10 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 	r.groupNode = -1
 	plain := st.nodes
 	if st.sentinel {
-		r.group, err = redisproc.StartSentinelGroup(startCtx, redisproc.SentinelConfig{Config: cfg, Masters: 1, Replicas: 1, Sentinels: 3})
+		// The lab fails the group over itself (FailoverNode); a long down-after keeps the
+		// Sentinels from failing it over on their own when a loaded machine starves the master.
+		r.group, err = redisproc.StartSentinelGroup(startCtx, redisproc.SentinelConfig{Config: cfg, Masters: 1, Replicas: 1,
+			Sentinels: 3, DownAfter: 30 * time.Second})
 		if err != nil {
 			return nil, err
 		}
