@@ -494,18 +494,22 @@ func moveSlot(t *testing.T, ctx context.Context, cluster *redisproc.Cluster, slo
 // acquire, extend and release, each master holding the key and its counter.
 // (TestRealSentinelFailover covers a failover during a Do.)
 func TestRealSentinelNodes(t *testing.T) {
-	bin := redisproc.Require(t)
-	masters := redisproc.StartT(t, 3, redisproc.Config{})
-	names := map[string]string{"m1": masters.Addrs()[0], "m2": masters.Addrs()[1]}
-	sentinel := startSentinel(t, bin, names)
+	g := redisproc.StartSentinelGroupT(t, redisproc.SentinelConfig{Masters: 2, Sentinels: 1})
 	ctx := ctxT(t, time.Minute)
 	failover := func(name string) redis.UniversalClient {
-		fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: name, SentinelAddrs: []string{sentinel}})
+		fc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: name, SentinelAddrs: g.SentinelAddrs()})
 		t.Cleanup(func() { fc.Close() })
 		return fc
 	}
 	m1, m1again, m2 := failover("m1"), failover("m1"), failover("m2")
-	plain := masters.ClientsT(t)[2]
+	plain := redisproc.StartT(t, 1, redisproc.Config{}).ClientsT(t)[0]
+	var direct []redis.UniversalClient
+	for _, name := range g.MasterNames() {
+		rc := redis.NewClient(&redis.Options{Addr: g.Nodes(name)[0].Addr()})
+		t.Cleanup(func() { rc.Close() })
+		direct = append(direct, rc)
+	}
+	direct = append(direct, plain)
 
 	_, err := New([]redis.UniversalClient{m1, m2, m1again})
 	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "nodes 0 and 2") {
@@ -513,7 +517,6 @@ func TestRealSentinelNodes(t *testing.T) {
 	}
 
 	c := newTestClient(t, []redis.UniversalClient{m1, m2, plain}, WithNodeTimeout(2*time.Second))
-	direct := masters.ClientsT(t)
 	var last Token
 	for round := range 2 {
 		l, err := c.Acquire(ctx, "sentinel:plain", 10*time.Second)

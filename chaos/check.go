@@ -127,15 +127,83 @@ func StaleAccepted(h *History) []int {
 	return out
 }
 
-// StaleRejected counts the writes the store refused because it had admitted a higher token.
+// StaleRejected counts the writes the store refused because it had admitted a higher token
+// for their key. A leg refused only with its atomic write (Vetoed) is not one of them.
 func StaleRejected(h *History) int {
 	n := 0
 	for _, w := range h.Writes {
-		if w.Applied >= 0 && !w.Accepted {
+		if w.Applied >= 0 && !w.Accepted && !w.Vetoed {
 			n++
 		}
 	}
 	return n
+}
+
+// Transfer figures of a history: the writes over several keys, and those the store refused.
+func transferCounts(h *History) (transfers, refused int) {
+	for _, w := range h.Writes {
+		if len(w.Legs) > 0 && w.Legs[0] == w.ID && w.Applied >= 0 {
+			transfers++
+			if !w.Accepted {
+				refused++
+			}
+		}
+	}
+	return transfers, refused
+}
+
+// CheckConservation checks the money of a history with transfers (writes over several keys,
+// each leg adding its Delta to its key's balance): every transfer that reached the store
+// was applied whole or not at all; a refused one had a stale leg (a token below its key's
+// highest), and an accepted one none; the legs of each transfer add up to 0; each key's
+// final balance is the sum of the deltas of the accepted writes the store holds; and the
+// balances add up to 0, what they started at. It returns what it found broken, in words;
+// nothing for a history without deltas.
+func CheckConservation(h *History) []string {
+	var out []string
+	for _, w := range h.Writes {
+		if len(w.Legs) == 0 || w.Legs[0] != w.ID || w.Applied < 0 {
+			continue
+		}
+		var accepted, stale int
+		var sum int64
+		for _, id := range w.Legs {
+			l := h.Writes[id]
+			if l.Accepted {
+				accepted++
+			}
+			if l.Stale() {
+				stale++
+			}
+			sum += l.Delta
+		}
+		switch {
+		case accepted != 0 && accepted != len(w.Legs):
+			out = append(out, fmt.Sprintf("transfer of writes %v half applied: %d of %d legs accepted", w.Legs, accepted, len(w.Legs)))
+		case accepted == 0 && stale == 0:
+			out = append(out, fmt.Sprintf("transfer of writes %v refused with no stale leg", w.Legs))
+		case accepted > 0 && stale > 0:
+			out = append(out, fmt.Sprintf("transfer of writes %v accepted with %d stale legs", w.Legs, stale))
+		}
+		if sum != 0 {
+			out = append(out, fmt.Sprintf("transfer of writes %v: its legs add up to %d, not 0", w.Legs, sum))
+		}
+	}
+	var total int64
+	for _, k := range keysOf(h) {
+		var want int64
+		for _, id := range h.Stored[k] {
+			want += h.Writes[id].Delta
+		}
+		if got := h.Balances[k]; got != want {
+			out = append(out, fmt.Sprintf("%s: balance %d, the accepted writes add up to %d", k, got, want))
+		}
+		total += h.Balances[k]
+	}
+	if total != 0 {
+		out = append(out, fmt.Sprintf("the balances add up to %d, not 0: money was made or destroyed", total))
+	}
+	return out
 }
 
 // LostWrites returns the IDs of writes acknowledged to their writer as accepted that the
@@ -172,6 +240,10 @@ type regInput struct {
 	Key   string
 	Read  bool
 	Token redlock.Token
+	// Vetoed: a leg of an atomic write over several keys, refused with the write because
+	// another leg was stale. Whether that was so is CheckConservation's business; for this
+	// key it is a write with no effect.
+	Vetoed bool
 }
 
 type regOutput struct {
@@ -181,7 +253,7 @@ type regOutput struct {
 
 // registerModel is the specification of a fenced register: per key, the state is the
 // highest admitted token; a write is accepted iff its token is at least that, and then
-// becomes it; a read returns it.
+// becomes it; a read returns it. A vetoed leg is refused and changes nothing.
 var registerModel = porcupine.Model{
 	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
 		byKey := map[string][]porcupine.Operation{}
@@ -205,6 +277,9 @@ var registerModel = porcupine.Model{
 		if in.Read {
 			return out.Highest == s, s
 		}
+		if in.Vetoed {
+			return !out.Accepted, s
+		}
 		if in.Token >= s {
 			return out.Accepted, in.Token
 		}
@@ -214,6 +289,9 @@ var registerModel = porcupine.Model{
 		in, out := input.(regInput), output.(regOutput)
 		if in.Read {
 			return fmt.Sprintf("read %s -> %d", in.Key, out.Highest)
+		}
+		if in.Vetoed {
+			return fmt.Sprintf("write %s token %d, refused with its transfer", in.Key, in.Token)
 		}
 		return fmt.Sprintf("write %s token %d -> accepted %v", in.Key, in.Token, out.Accepted)
 	},
@@ -233,7 +311,7 @@ func registerOps(h *History) []porcupine.Operation {
 		if w.Acked >= 0 {
 			ret = w.Acked
 		}
-		ops = append(ops, porcupine.Operation{ClientId: w.Client, Input: regInput{Key: w.Key, Token: w.Token},
+		ops = append(ops, porcupine.Operation{ClientId: w.Client, Input: regInput{Key: w.Key, Token: w.Token, Vetoed: w.Vetoed},
 			Call: int64(w.Sent), Output: regOutput{Accepted: w.Accepted}, Return: int64(ret)})
 	}
 	end := int64(h.Duration) + 1
@@ -297,12 +375,19 @@ type Verdict struct {
 	StaleRejected int            `json:"stale_rejected"`
 	Linearizable  string         `json:"linearizable"`
 	LostWrites    []int          `json:"lost_writes"`
-	Acquisitions  int            `json:"acquisitions"`
-	Writes        int            `json:"writes"`
-	AcqPerSec     float64        `json:"acquisitions_per_s"`
-	WaitP50       time.Duration  `json:"wait_p50_ns"`
-	WaitP99       time.Duration  `json:"wait_p99_ns"`
-	WaitMax       time.Duration  `json:"wait_max_ns"`
+	// Transfers counts the writes over several keys that reached the store, and
+	// TransfersRefused those it refused; Conservation lists the money checks that failed
+	// (CheckConservation).
+	Transfers        int      `json:"transfers,omitempty"`
+	TransfersRefused int      `json:"transfers_refused,omitempty"`
+	Conservation     []string `json:"conservation,omitempty"`
+	// Acquisitions counts acquisitions: a lock over several keys is one (Hold.First).
+	Acquisitions int           `json:"acquisitions"`
+	Writes       int           `json:"writes"`
+	AcqPerSec    float64       `json:"acquisitions_per_s"`
+	WaitP50      time.Duration `json:"wait_p50_ns"`
+	WaitP99      time.Duration `json:"wait_p99_ns"`
+	WaitMax      time.Duration `json:"wait_max_ns"`
 	// FaultAcqPerSec is the rate of acquisitions while a standing node fault held (a node
 	// down, paused or slow); -1 when the run had none.
 	FaultAcqPerSec float64 `json:"fault_acquisitions_per_s"`
@@ -325,9 +410,12 @@ func Check(h *History, linTimeout time.Duration) Verdict {
 		StaleRejected: StaleRejected(h),
 		Linearizable:  CheckLinearizable(h, linTimeout),
 		LostWrites:    LostWrites(h),
-		Acquisitions:  len(h.Holds),
+		Conservation:  CheckConservation(h),
 		BiggestJump:   0, BiggestJumpHold: -1,
 	}
+	acqs := acquisitions(h)
+	v.Acquisitions = len(acqs)
+	v.Transfers, v.TransfersRefused = transferCounts(h)
 	v.Violations = Violations(v.Overlaps)
 	for _, w := range h.Writes {
 		if w.Applied >= 0 {
@@ -335,17 +423,17 @@ func Check(h *History, linTimeout time.Duration) Verdict {
 		}
 	}
 	if h.Busy > 0 {
-		v.AcqPerSec = float64(len(h.Holds)) / h.Busy.Seconds()
+		v.AcqPerSec = float64(len(acqs)) / h.Busy.Seconds()
 	}
-	waits := make([]time.Duration, 0, len(h.Holds))
-	for _, hd := range h.Holds {
+	waits := make([]time.Duration, 0, len(acqs))
+	for _, hd := range acqs {
 		waits = append(waits, hd.Granted-hd.Asked)
 	}
 	v.WaitP50, v.WaitP99, v.WaitMax = percentile(waits, 0.50), percentile(waits, 0.99), percentile(waits, 1)
 	v.FaultAcqPerSec = faultRate(h)
 	if h.Clients > 0 {
 		per := make([]int, h.Clients)
-		for _, hd := range h.Holds {
+		for _, hd := range acqs {
 			if hd.Client >= 0 && hd.Client < h.Clients {
 				per[hd.Client]++
 			}
@@ -376,7 +464,7 @@ func faultRate(h *History) float64 {
 
 // standingNodeFaults are the fault kinds during which the workload keeps running: the
 // acquisition rate while they hold says what they cost.
-var standingNodeFaults = []string{"node down", "node paused", "slow node"}
+var standingNodeFaults = []string{"node down", "node paused", "slow node", "failover"}
 
 // faultAcquisitions counts the acquisitions granted while a standing node fault held, and
 // the total time such faults held.
@@ -402,9 +490,10 @@ func faultAcquisitions(h *History) (int, time.Duration) {
 	}
 	var total time.Duration
 	n := 0
+	acqs := acquisitions(h)
 	for _, s := range merged {
 		total += s.to - s.from
-		for _, hd := range h.Holds {
+		for _, hd := range acqs {
 			if hd.Granted >= s.from && hd.Granted < s.to {
 				n++
 			}

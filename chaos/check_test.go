@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -214,4 +215,141 @@ func TestRegister(t *testing.T) {
 	if w := h.Writes[5]; w.Applied != -1 {
 		t.Fatalf("dropped write recorded as applied: %+v", w)
 	}
+}
+
+// transfer writes one transfer of amount from key a (token ta, hold ha) to key b through g.
+func transfer(g *Register, client int, a string, ta redlock.Token, ha int, b string, tb redlock.Token, hb int, amount int64) bool {
+	return g.WriteAll([]WriteReq{
+		{Client: client, Hold: ha, Key: a, Token: ta, Delta: -amount},
+		{Client: client, Hold: hb, Key: b, Token: tb, Delta: amount},
+	})
+}
+
+// transferHistory plays the story of multi-key-transfer-pause on a register: client 0
+// holds A (token 10) and B (token 20) and moves 5 from A to B; client 1 takes A and C
+// (tokens 11 and 30) and moves 7 from C to A; client 0, resuming, moves 3 from B to A
+// with its old tokens. Its A leg is stale.
+func transferHistory(t *testing.T, g func(*Recorder) *Register) *History {
+	t.Helper()
+	rec := NewRecorder(History{Keys: []string{"A", "B", "C"}, Clients: 2})
+	reg := g(rec)
+	if !transfer(reg, 0, "A", 10, 0, "B", 20, 1, 5) {
+		t.Fatal("the first transfer was refused")
+	}
+	if !transfer(reg, 1, "C", 30, 3, "A", 11, 2, 7) {
+		t.Fatal("the second transfer was refused")
+	}
+	transfer(reg, 0, "B", 20, 1, "A", 10, 0, 3)
+	reg.Close()
+	return rec.Finish(reg.Contents())
+}
+
+func TestRegisterWriteAll(t *testing.T) {
+	h := transferHistory(t, NewRegister)
+	if got := len(h.Writes); got != 6 {
+		t.Fatalf("%d writes recorded, want 6 (two legs per transfer)", got)
+	}
+	for i := 0; i < 6; i += 2 {
+		if want := []int{i, i + 1}; !slices.Equal(h.Writes[i].Legs, want) || !slices.Equal(h.Writes[i+1].Legs, want) {
+			t.Errorf("writes %d and %d linked as %v and %v, want %v", i, i+1, h.Writes[i].Legs, h.Writes[i+1].Legs, want)
+		}
+	}
+	// The stale transfer is refused whole: its A leg (token 10 < 11) as stale, its B leg,
+	// whose token 20 is the highest of B, as vetoed; neither is applied.
+	bLeg, aLeg := h.Writes[4], h.Writes[5]
+	if bLeg.Accepted || !bLeg.Vetoed || bLeg.Stale() || aLeg.Accepted || aLeg.Vetoed || !aLeg.Stale() {
+		t.Fatalf("stale transfer recorded as B %+v, A %+v", bLeg, aLeg)
+	}
+	if want := map[string]int64{"A": 2, "B": 5, "C": -7}; !maps.Equal(h.Balances, want) {
+		t.Fatalf("balances %v, want %v", h.Balances, want)
+	}
+	if want := map[string][]int{"A": {0, 3}, "B": {1}, "C": {2}}; !maps.EqualFunc(h.Stored, want, slices.Equal) {
+		t.Fatalf("stored %v, want %v", h.Stored, want)
+	}
+	v := Check(h, DefaultLinTimeout)
+	if v.StaleRejected != 1 || len(v.StaleAccepted) != 0 || v.Linearizable != LinOK || len(v.Conservation) != 0 ||
+		v.Transfers != 3 || v.TransfersRefused != 1 {
+		t.Fatalf("verdict %+v", v)
+	}
+}
+
+// TestConservationChecker: the same story on a store that decides the legs of a transfer
+// one at a time, as two separate fenced writes would (the README's two IncrBy calls): the
+// resumed holder's B leg is admitted, its A leg refused, and 3 vanish. Each leg is right by
+// its own key's rule, so porcupine and the stale-write checkers pass; only the conservation
+// check sees it.
+func TestConservationChecker(t *testing.T) {
+	apart := func(rec *Recorder) *Register {
+		g := NewRegister(rec)
+		g.apart = true
+		return g
+	}
+	h := transferHistory(t, apart)
+	v := Check(h, DefaultLinTimeout)
+	if v.Linearizable != LinOK || len(v.StaleAccepted) != 0 {
+		t.Fatalf("per-key checks: porcupine %s, stale accepted %v", v.Linearizable, v.StaleAccepted)
+	}
+	joined := strings.Join(v.Conservation, "; ")
+	if !strings.Contains(joined, "half applied") || !strings.Contains(joined, "add up to -3") {
+		t.Fatalf("conservation %q, want the half-applied transfer and the 3 destroyed", v.Conservation)
+	}
+	if p := (Expect{}).judge(h, v); !slices.ContainsFunc(p, func(s string) bool { return strings.HasPrefix(s, "money not conserved") }) {
+		t.Fatalf("problems %q, want the money", p)
+	}
+	// A balance that does not match the writes the store holds is caught too.
+	h = transferHistory(t, NewRegister)
+	h.Balances["B"]++
+	if c := CheckConservation(h); len(c) != 2 {
+		t.Fatalf("conservation %q, want B's balance and the sum", c)
+	}
+}
+
+// TestMultiKeyHolds: a lock over two keys is one acquisition with a hold per key; the
+// per-key checkers see each key's hold, the judge counts the section once with the writes
+// of all its keys, and the timeline draws each hold in its key's rows.
+func TestMultiKeyHolds(t *testing.T) {
+	rec := NewRecorder(History{Keys: []string{"A", "B", "C"}, Clients: 2, Nodes: 1})
+	at := func(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
+	ids := rec.BeginHolds([]Hold{
+		{Client: 0, Key: "A", Token: 10, LockID: "p", Role: "paused", Asked: 0, Granted: at(1), Until: at(100)},
+		{Client: 0, Key: "B", Token: 20, LockID: "p", Role: "paused", Asked: 0, Granted: at(1), Until: at(100)},
+	})
+	if !slices.Equal(ids, []int{0, 1}) {
+		t.Fatalf("ids %v", ids)
+	}
+	reg := NewRegister(rec)
+	transfer(reg, 0, "A", 10, 0, "B", 20, 1, 5)
+	taker := rec.BeginHolds([]Hold{
+		{Client: 1, Key: "C", Token: 30, LockID: "t", Asked: at(150), Granted: at(160), Until: at(260)},
+		{Client: 1, Key: "A", Token: 11, LockID: "t", Asked: at(150), Granted: at(160), Until: at(260)},
+	})
+	transfer(reg, 1, "C", 30, taker[0], "A", 11, taker[1], 7)
+	rec.EndHold(taker[0], at(200))
+	rec.EndHold(taker[1], at(200))
+	transfer(reg, 0, "B", 20, 1, "A", 10, 0, 3) // the resumed holder
+	rec.EndHold(0, at(300))
+	rec.EndHold(1, at(300))
+	reg.Close()
+	h := rec.Finish(reg.Contents())
+	h.Duration = at(400)
+	if !slices.Equal(h.Holds[0].Set, []int{0, 1}) || !slices.Equal(h.Holds[3].Set, []int{2, 3}) {
+		t.Fatalf("sets %v and %v", h.Holds[0].Set, h.Holds[3].Set)
+	}
+	v := Check(h, DefaultLinTimeout)
+	if v.Acquisitions != 2 || v.PerClientMin != 1 || v.PerClientMax != 1 {
+		t.Fatalf("acquisitions %d, per client %d..%d; want 2 and 1 each", v.Acquisitions, v.PerClientMin, v.PerClientMax)
+	}
+	// Only A was held twice at once, by the paused holder past its deadline.
+	if want := []Overlap{{Key: "A", A: 0, B: 3, From: at(160), To: at(200)}}; !slices.Equal(v.Overlaps, want) {
+		t.Fatalf("overlaps %+v, want %+v", v.Overlaps, want)
+	}
+	if p := (Expect{Violation: true, Rejections: true, Lost: "paused"}).judge(h, v); len(p) != 0 {
+		t.Fatalf("problems %q", p)
+	}
+	// The paused section's refused write is its A leg (hold 0) and its vetoed B leg (hold
+	// 1): as one section it is fenced off, whichever of its holds is asked about.
+	if p := (Expect{Violation: true, Kept: "paused"}).judge(h, v); len(p) != 1 || !strings.Contains(p[0], "lost its lock") {
+		t.Fatalf("problems %q, want the paused section reported once as lost", p)
+	}
+	checkTimeline(t, &Result{History: h, Verdict: v})
 }

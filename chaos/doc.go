@@ -6,10 +6,14 @@
 // # What a run is
 //
 // A [Scenario] starts 5 independent redis-server nodes (internal/redisproc; with an AOF and
-// appendfsync always when the scenario persists), puts a TCP fault proxy
-// (internal/faultproxy) between every workload client and every node, and lets the clients
-// loop on [redlock.Client.Do]. Inside each critical section a client makes a few writes to a
-// fenced store ([Register]), checking before each one that its lock is still valid. Meanwhile
+// appendfsync always when the scenario persists; in sentinel-failover, node 0 is a Sentinel
+// group of a master, a replica and three Sentinels, reached with go-redis failover clients),
+// puts a TCP fault proxy (internal/faultproxy) between every workload client and every node
+// (every redis-server of the group), and lets the clients loop on [redlock.Client.Do]. Inside
+// each critical section a client makes a few writes to a fenced store ([Register]), checking
+// before each one that its lock is still valid. In a transfer workload each section locks two
+// accounts with [redlock.Client.DoMulti] instead, and each write is a transfer: one atomic
+// write with a leg per account, each leg fenced by its own account's token. Meanwhile
 // the scenario's script injects faults: it kills, restarts, stops and slows nodes, cuts
 // clients off from chosen nodes (a partition is a set of blackholed proxies), makes a node's
 // clock jump, pauses a client, or holds a write in flight. To make each failure happen for
@@ -18,9 +22,10 @@
 // faults themselves (a pause of a given length).
 //
 // A [Recorder] writes the [History] on Go's monotonic clock: every critical section (who,
-// which token, when granted, the validity deadline, when it ended), every write and the
-// store's decision, every fault, and, sampled from outside the proxies with
-// [redlock.Client.Status], which lock id each node held over time.
+// which token, when granted, the validity deadline, when it ended; a section over several
+// keys as one [Hold] per key), every write and the store's decision, every fault, and,
+// sampled from outside the proxies with [redlock.Client.Status], which lock id each node
+// held over time.
 //
 // # Checkers
 //
@@ -35,7 +40,9 @@
 //     refused;
 //   - [CheckLinearizable]: porcupine on the store's history against a fenced-register
 //     model; a check that times out is "unknown", which never counts as a pass;
-//   - [LostWrites]: writes acknowledged as accepted that the store does not hold.
+//   - [LostWrites]: writes acknowledged as accepted that the store does not hold;
+//   - [CheckConservation]: in a transfer workload, every transfer applied whole or not at
+//     all, and the balances adding up to zero.
 //
 // # Clock jumps on real nodes
 //

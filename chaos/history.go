@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,13 +37,19 @@ type History struct {
 	Stored map[string][]int `json:"stored"`
 	// Highest is the store's highest admitted token per key at the end.
 	Highest map[string]redlock.Token `json:"highest"`
-	Notes   []string                 `json:"notes,omitempty"`
+	// Balances is the store's balance per key at the end: the sum of the Delta of every
+	// write it accepted there. Transfers keep their sum at 0.
+	Balances map[string]int64 `json:"balances,omitempty"`
+	Notes    []string         `json:"notes,omitempty"`
 
 	decided int // writes decided so far
 }
 
 // Hold is one critical section: the client believed it held the lock on Key from Granted
 // (its function started, right after the acquire returned) to End (its function returned).
+// A lock over several keys (DoMulti) is recorded as one Hold per key, each with its key's
+// own token and the same holder id and instants, linked by Set; the checkers that work per
+// key (overlaps, tokens, stale writes, porcupine) see it as one critical section of each key.
 type Hold struct {
 	ID     int           `json:"id"`
 	Client int           `json:"client"`
@@ -58,6 +65,32 @@ type Hold struct {
 	End   time.Duration `json:"end_ns"`
 	Open  bool          `json:"open,omitempty"` // still running when the history was taken
 	Lost  bool          `json:"lost,omitempty"` // Do reported ErrLockLost
+	// Set lists, for a lock over several keys, the IDs of the holds of all its keys in
+	// the lock's key order (this one among them); nil for a lock over one key.
+	Set []int `json:"set,omitempty"`
+}
+
+// First reports whether hd stands for its acquisition: a single-key hold, or the first hold
+// of a multi-key lock. Counting acquisitions counts these.
+func (hd *Hold) First() bool { return len(hd.Set) == 0 || hd.Set[0] == hd.ID }
+
+// acquisitions returns one hold per acquisition (see Hold.First), in ID order.
+func acquisitions(h *History) []Hold {
+	out := make([]Hold, 0, len(h.Holds))
+	for _, hd := range h.Holds {
+		if hd.First() {
+			out = append(out, hd)
+		}
+	}
+	return out
+}
+
+// setOf returns the IDs of the holds of hd's acquisition: hd.Set, or hd alone.
+func setOf(hd Hold) []int {
+	if len(hd.Set) == 0 {
+		return []int{hd.ID}
+	}
+	return hd.Set
 }
 
 // Write is one write to the fenced store, made under a hold's token.
@@ -79,10 +112,19 @@ type Write struct {
 	// Highest is the highest token the store had admitted for Key just before deciding.
 	Highest redlock.Token `json:"highest"`
 	Delayed bool          `json:"delayed,omitempty"` // held in flight on purpose
+	// Delta is what the write adds to Key's balance when it is accepted.
+	Delta int64 `json:"delta,omitempty"`
+	// Legs lists, for a leg of an atomic write over several keys (a transfer), the IDs of
+	// all its legs (this one among them); nil for a write of one key. The store accepts
+	// every leg or none.
+	Legs []int `json:"legs,omitempty"`
+	// Vetoed marks a leg that the store refused only because another leg of the same
+	// atomic write was stale: its own token passed its key's check.
+	Vetoed bool `json:"vetoed,omitempty"`
 }
 
-// Stale reports whether the store had already admitted a higher token when this write
-// arrived, which is what makes a write stale.
+// Stale reports whether the store had already admitted a higher token for its key when
+// this write arrived, which is what makes a write stale.
 func (w *Write) Stale() bool { return w.Applied >= 0 && w.Token < w.Highest }
 
 // Fault is an injected fault: a node or client event, or an interval during which a fault
@@ -178,14 +220,27 @@ func (r *Recorder) Note(format string, args ...any) {
 }
 
 // BeginHold records the start of a critical section and returns its ID.
-func (r *Recorder) BeginHold(hd Hold) int {
-	var id int
+func (r *Recorder) BeginHold(hd Hold) int { return r.BeginHolds([]Hold{hd})[0] }
+
+// BeginHolds records the start of a critical section under a lock over several keys, one
+// Hold per key (hds, in the lock's key order, with the same client, holder id and
+// instants), links them with Set, and returns their IDs. With one hold it is BeginHold.
+func (r *Recorder) BeginHolds(hds []Hold) []int {
+	ids := make([]int, len(hds))
 	r.update(func(h *History) {
-		id = len(h.Holds)
-		hd.ID, hd.Open, hd.End = id, true, -1
-		h.Holds = append(h.Holds, hd)
+		for i := range hds {
+			ids[i] = len(h.Holds) + i
+		}
+		set := slices.Clone(ids) // shared by the holds, never changed
+		for i, hd := range hds {
+			hd.ID, hd.Open, hd.End = ids[i], true, -1
+			if len(hds) > 1 {
+				hd.Set = set
+			}
+			h.Holds = append(h.Holds, hd)
+		}
 	})
-	return id
+	return ids
 }
 
 // SeeUntil records a validity deadline the holder of hold id has seen; Until only grows.
@@ -230,29 +285,51 @@ func (r *Recorder) Event(kind string, nodes, clients []int, note string) {
 	r.EndFault(r.BeginFault(kind, nodes, clients, note))
 }
 
-// sendWrite records a write as it leaves the writer and returns its ID.
-func (r *Recorder) sendWrite(w Write) int {
-	var id int
+// sendWrites records a write as it leaves the writer, one Write per key (one for a plain
+// write, one per leg of an atomic write over several keys, linked by Legs), and returns
+// their IDs.
+func (r *Recorder) sendWrites(ws []Write) []int {
+	ids := make([]int, len(ws))
 	r.update(func(h *History) {
-		id = len(h.Writes)
-		w.ID, w.Applied, w.Acked, w.Order = id, -1, -1, -1
-		h.Writes = append(h.Writes, w)
+		for i := range ws {
+			ids[i] = len(h.Writes) + i
+		}
+		legs := slices.Clone(ids) // shared by the legs, never changed
+		for i, w := range ws {
+			w.ID, w.Applied, w.Acked, w.Order = ids[i], -1, -1, -1
+			if len(ws) > 1 {
+				w.Legs = legs
+			}
+			h.Writes = append(h.Writes, w)
+		}
 	})
-	return id
+	return ids
 }
 
-// applyWrite records the store's decision on write id.
-func (r *Recorder) applyWrite(id int, at time.Duration, accepted bool, highest redlock.Token) {
+// decision is the store's decision on one write (or leg).
+type decision struct {
+	accepted, vetoed bool
+	highest          redlock.Token
+}
+
+// applyWrites records the store's decisions on writes ids, made at one instant, in order.
+func (r *Recorder) applyWrites(ids []int, at time.Duration, ds []decision) {
 	r.update(func(h *History) {
-		w := &h.Writes[id]
-		w.Applied, w.Accepted, w.Highest, w.Order = at, accepted, highest, h.decided
-		h.decided++
+		for i, id := range ids {
+			w := &h.Writes[id]
+			w.Applied, w.Accepted, w.Vetoed, w.Highest, w.Order = at, ds[i].accepted, ds[i].vetoed, ds[i].highest, h.decided
+			h.decided++
+		}
 	})
 }
 
-// ackWrite records that the writer learned the outcome of write id.
-func (r *Recorder) ackWrite(id int, at time.Duration) {
-	r.update(func(h *History) { h.Writes[id].Acked = at })
+// ackWrites records that the writer learned the outcome of writes ids.
+func (r *Recorder) ackWrites(ids []int, at time.Duration) {
+	r.update(func(h *History) {
+		for _, id := range ids {
+			h.Writes[id].Acked = at
+		}
+	})
 }
 
 // addSpan appends a finished node span.
@@ -260,9 +337,9 @@ func (r *Recorder) addSpan(s NodeSpan) {
 	r.update(func(h *History) { h.Spans = append(h.Spans, s) })
 }
 
-// Finish closes the history at the current instant and returns a copy of it. Holds still
-// open end now, marked Open.
-func (r *Recorder) Finish(stored map[string][]int, highest map[string]redlock.Token) *History {
+// Finish closes the history at the current instant with what the store holds, and returns a
+// copy of it. Holds still open end now, marked Open.
+func (r *Recorder) Finish(c Contents) *History {
 	end := r.Now()
 	var out History
 	r.update(func(h *History) {
@@ -277,7 +354,7 @@ func (r *Recorder) Finish(stored map[string][]int, highest map[string]redlock.To
 				h.Faults[i].End = end
 			}
 		}
-		h.Stored, h.Highest = stored, highest
+		h.Stored, h.Highest, h.Balances = c.Stored, c.Highest, c.Balances
 		out = cloneHistory(h)
 	})
 	return &out

@@ -61,7 +61,7 @@ func (s Section) Summarize() Summary {
 		sum.TokenProblems += len(v.TokenProblems)
 		sum.LostWrites += len(v.LostWrites)
 		busy += r.History.Busy
-		for _, hd := range r.History.Holds {
+		for _, hd := range acquisitions(r.History) {
 			waits = append(waits, hd.Granted-hd.Asked)
 		}
 		switch {
@@ -211,14 +211,22 @@ func writeRunDetail(b *strings.Builder, r *Result) {
 	if v.StaleRejected > 0 {
 		var ws []string
 		for _, w := range h.Writes {
-			if w.Applied >= 0 && !w.Accepted {
-				ws = append(ws, fmt.Sprintf("client %d token %d at %s (store had %d)", w.Client, w.Token, secs(w.Applied), w.Highest))
+			if w.Applied >= 0 && !w.Accepted && !w.Vetoed {
+				ws = append(ws, fmt.Sprintf("client %d token %d on %s at %s (store had %d)", w.Client, w.Token, w.Key, secs(w.Applied), w.Highest))
 			}
 		}
 		if len(ws) > maxListed {
 			ws = append(ws[:maxListed], fmt.Sprintf("… %d more", len(ws)-maxListed))
 		}
 		fmt.Fprintf(b, "- writes rejected: %s\n", strings.Join(ws, "; "))
+	}
+	if v.Transfers > 0 {
+		var sum int64
+		for _, bal := range h.Balances {
+			sum += bal
+		}
+		fmt.Fprintf(b, "- transfers: %d reached the store, %d refused whole (a leg was stale); balances %v, sum %d\n",
+			v.Transfers, v.TransfersRefused, h.Balances, sum)
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(b, "- **problem:** %s\n", p)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sync"
 	"time"
 
@@ -52,6 +53,14 @@ var Full = Profile{
 // Run is one execution of a scenario: real redis-server nodes, a fault proxy for every
 // (client, node) pair, one redlock.Client per workload client, the fenced store and the
 // recorder. Fault scripts drive it with the methods below.
+//
+// In a scenario with a Sentinel node, node 0 is not one redis-server but a Sentinel group:
+// a master, its replica and three Sentinels (redisproc.StartSentinelGroup), reached through
+// go-redis failover clients, which ask the Sentinels for the master's address. The link from
+// a client to that node is then one fault proxy per redis-server of the group: the failover
+// client's dialer sends each connection to the proxy of the address the Sentinels gave, so
+// the link's faults follow the node through a failover. The Sentinels themselves are
+// reached directly.
 type Run struct {
 	Scenario *Scenario
 	Profile  Profile
@@ -59,13 +68,18 @@ type Run struct {
 	// run's choreography is reproducible from its seed; timings are not.
 	Rand *rand.Rand
 
-	rec      *Recorder
-	reg      *Register
-	cluster  *redisproc.Cluster
-	nodes    []*redisproc.Node
-	proxies  [][]*faultproxy.Proxy // [client][node]
-	conns    [][]*redis.Client     // [client][node], through the proxies
-	direct   []*redis.Client       // [node], for the sampler and the clock jump
+	rec     *Recorder
+	reg     *Register
+	cluster *redisproc.Cluster
+	nodes   []*redisproc.Node // [node]; nil for the Sentinel node
+	group   *redisproc.SentinelGroup
+	// groupNode is the index of the Sentinel node, -1 when every node is one redis-server.
+	groupNode int
+	// proxies holds every link's proxies, [client][node]: one for a plain node, one per
+	// redis-server of the group for the Sentinel node.
+	proxies  [][][]*faultproxy.Proxy
+	conns    [][]*redis.Client // [client][node], through the proxies
+	direct   []*redis.Client   // [node], for the sampler and the clock jump
 	clients  []*redlock.Client
 	status   *redlock.Client // on the direct connections, for the sampler
 	workers  []*worker
@@ -141,8 +155,7 @@ func (s *Scenario) Run(ctx context.Context, p Profile, run int, seed uint64) (*R
 		return nil, ctx.Err()
 	}
 	r.rec.update(func(h *History) { h.Busy = busy })
-	stored, highest := r.reg.Contents()
-	h := r.rec.Finish(stored, highest)
+	h := r.rec.Finish(r.reg.Contents())
 	v := Check(h, p.LinTimeout)
 	res := &Result{Scenario: s.Name, Run: run, Seed: seed, History: h, Verdict: v}
 	if scriptErr != nil {
@@ -174,14 +187,32 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	r.cluster, err = redisproc.Start(startCtx, st.nodes, redisproc.Config{Persist: st.persist,
-		ExtraArgs: []string{"--maxmemory-policy", "noeviction"}})
+	cfg := redisproc.Config{Persist: st.persist, ExtraArgs: []string{"--maxmemory-policy", "noeviction"}}
+	r.groupNode = -1
+	plain := st.nodes
+	if st.sentinel {
+		// The lab fails the group over itself (FailoverNode); a long down-after keeps the
+		// Sentinels from failing it over on their own when a loaded machine starves the master.
+		r.group, err = redisproc.StartSentinelGroup(startCtx, redisproc.SentinelConfig{Config: cfg, Masters: 1, Replicas: 1,
+			Sentinels: 3, DownAfter: 30 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		r.groupNode, plain = 0, st.nodes-1
+		r.nodes = append(r.nodes, nil)
+	}
+	r.cluster, err = redisproc.Start(startCtx, plain, cfg)
 	if err != nil {
 		return nil, err
 	}
-	r.nodes = r.cluster.Nodes()
-	for _, n := range r.nodes {
-		r.direct = append(r.direct, redis.NewClient(&redis.Options{Addr: n.Addr(), ContextTimeoutEnabled: true,
+	r.nodes = append(r.nodes, r.cluster.Nodes()...)
+	for n, node := range r.nodes {
+		if n == r.groupNode {
+			r.direct = append(r.direct, redis.NewFailoverClient(&redis.FailoverOptions{MasterName: groupMaster,
+				SentinelAddrs: r.group.SentinelAddrs(), ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: p.NodeTimeout}))
+			continue
+		}
+		r.direct = append(r.direct, redis.NewClient(&redis.Options{Addr: node.Addr(), ContextTimeoutEnabled: true,
 			MaxRetries: -1, DialTimeout: p.NodeTimeout}))
 	}
 	r.status, err = redlock.New(universal(r.direct), redlock.WithNodeTimeout(p.NodeTimeout/2))
@@ -189,26 +220,24 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 		return nil, err
 	}
 	for c := range nClients {
-		var ps []*faultproxy.Proxy
+		var links [][]*faultproxy.Proxy
 		var cs []*redis.Client
-		for _, n := range r.nodes {
-			addr := n.Addr()
-			if !st.direct {
-				px, err := faultproxy.Start(addr)
-				if err != nil {
-					return nil, err
-				}
-				ps = append(ps, px)
-				addr = px.Addr()
+		for n := range r.nodes {
+			link, conn, err := r.connect(n, st, p)
+			if conn != nil {
+				cs = append(cs, conn)
 			}
-			o := &redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: p.NodeTimeout}
-			if st.noRetries {
-				o.MaxRetries = -1
+			if link != nil {
+				links = append(links, link)
 			}
-			cs = append(cs, redis.NewClient(o))
+			if err != nil {
+				r.conns = append(r.conns, cs) // so that close closes them
+				r.proxies = append(r.proxies, links)
+				return nil, err
+			}
 		}
 		if !st.direct {
-			r.proxies = append(r.proxies, ps)
+			r.proxies = append(r.proxies, links)
 		}
 		r.conns = append(r.conns, cs)
 		opts := []redlock.Option{redlock.WithNodeTimeout(p.NodeTimeout), redlock.WithRetryDelay(retry),
@@ -231,6 +260,59 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 		Quorum: r.quorum, TTL: p.TTL, Keys: keys})
 	r.reg = NewRegister(r.rec)
 	return r, nil
+}
+
+// groupMaster is the master name of the Sentinel node's group.
+const groupMaster = "m1"
+
+// connect makes one workload client's connection to node n: through a new fault proxy
+// (unless the scenario is direct), or, for the Sentinel node, a failover client whose
+// connections go through one new proxy per redis-server of the group. It returns the link's
+// proxies and the connection; on error, whatever it made so far, for close to stop.
+func (r *Run) connect(n int, st setup, p Profile) ([]*faultproxy.Proxy, *redis.Client, error) {
+	if n != r.groupNode {
+		addr := r.nodes[n].Addr()
+		var link []*faultproxy.Proxy
+		if !st.direct {
+			px, err := faultproxy.Start(addr)
+			if err != nil {
+				return nil, nil, err
+			}
+			link, addr = []*faultproxy.Proxy{px}, px.Addr()
+		}
+		o := &redis.Options{Addr: addr, ContextTimeoutEnabled: true, DialTimeout: p.NodeTimeout}
+		if st.noRetries {
+			o.MaxRetries = -1
+		}
+		return link, redis.NewClient(o), nil
+	}
+	var link []*faultproxy.Proxy
+	via := map[string]string{} // a redis-server's address → its proxy's, for this client
+	if !st.direct {
+		for _, node := range r.group.Nodes(groupMaster) {
+			px, err := faultproxy.Start(node.Addr())
+			if err != nil {
+				return link, nil, err
+			}
+			link = append(link, px)
+			via[node.Addr()] = px.Addr()
+		}
+	}
+	o := &redis.FailoverOptions{MasterName: groupMaster, SentinelAddrs: r.group.SentinelAddrs(), ContextTimeoutEnabled: true,
+		DialTimeout: p.NodeTimeout,
+		// Every connection of the failover client: to the Sentinels (passed through as they
+		// are) and to the master the Sentinels named (sent to its proxy).
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if px, ok := via[addr]; ok {
+				addr = px
+			}
+			d := net.Dialer{Timeout: p.NodeTimeout}
+			return d.DialContext(ctx, network, addr)
+		}}
+	if st.noRetries {
+		o.MaxRetries = -1
+	}
+	return link, redis.NewFailoverClient(o), nil
 }
 
 // warmUp opens a connection from every client to every node and loads the library's
@@ -284,12 +366,17 @@ func (r *Run) close() {
 	for _, c := range r.direct {
 		_ = c.Close()
 	}
-	for _, ps := range r.proxies {
-		for _, p := range ps {
-			_ = p.Close()
+	for _, links := range r.proxies {
+		for _, link := range links {
+			for _, p := range link {
+				_ = p.Close()
+			}
 		}
 	}
 	if r.cluster != nil {
 		_ = r.cluster.Close()
+	}
+	if r.group != nil {
+		_ = r.group.Close()
 	}
 }

@@ -29,6 +29,16 @@ type setup struct {
 	amnesia int  // WithAmnesiaTolerance
 	storm   bool // many clients, short retry pause
 	direct  bool // clients connect to the nodes directly, without fault proxies
+	// transfers makes the workload a transfer workload: the keys are accounts, and every
+	// plain critical section locks two of them with DoMulti and moves money from one to
+	// the other (Plan). Needs keys ≥ 2.
+	transfers bool
+	// reserved keys, the first ones, are left to scripted sections (Plan.Keys): the plain
+	// workload picks among the others.
+	reserved int
+	// sentinel makes node 0 a Sentinel group (a master, its replica, three Sentinels)
+	// reached through failover clients; see Run.
+	sentinel bool
 	// noRetries builds the go-redis clients with MaxRetries -1: a call to a dead node fails
 	// at once instead of being retried by go-redis until the node timeout.
 	noRetries bool
@@ -41,7 +51,8 @@ type setup struct {
 // Expect is what a scenario must show in every run. Whatever the scenario, a run must also
 // show no stale write accepted, unique and ordered tokens (claims U and O of
 // docs/design.md), a linearizable store history (porcupine "ok": "unknown" fails too), no
-// lost write and at least one acquisition.
+// lost write, money conserved where the workload makes transfers (CheckConservation), and
+// at least one acquisition.
 type Expect struct {
 	// Violation: mutual exclusion is expected to break, and the run must observe at least
 	// one overlap (so the reproduction is real). Otherwise the run must observe none.
@@ -52,7 +63,8 @@ type Expect struct {
 	LiveDuringFault string
 	// Kept names the role of a scripted section that must run to its end without its lock
 	// being lost; Lost one that must not: its lock is lost (Do reported ErrLockLost) or the
-	// store refuses one of its writes (a newer holder got the lock first).
+	// store refuses one of its writes (a newer holder got the lock first). A section under
+	// a lock over several keys counts once, with the writes of all its keys.
 	Kept, Lost string
 	// MayOverlap: mutual exclusion may break in this scenario, and the run neither needs nor
 	// forbids an overlap (the lab counts them).
@@ -107,6 +119,9 @@ func (e Expect) judge(h *History, v Verdict) []string {
 	if n := len(v.LostWrites); n > 0 {
 		p = append(p, fmt.Sprintf("%d acknowledged writes missing from the store (write IDs %v)", n, v.LostWrites))
 	}
+	for _, c := range v.Conservation {
+		p = append(p, "money not conserved: "+c)
+	}
 	if v.Acquisitions == 0 {
 		p = append(p, "no lock was ever granted")
 	}
@@ -118,16 +133,20 @@ func (e Expect) judge(h *History, v Verdict) []string {
 			continue
 		}
 		found := false
-		for _, hd := range h.Holds {
+		for _, hd := range acquisitions(h) {
 			if hd.Role != want.role {
 				continue
 			}
 			found = true
+			set := setOf(hd)
 			refused := false
 			for _, w := range h.Writes {
-				if w.Hold == hd.ID && w.Applied >= 0 && !w.Accepted {
+				if slices.Contains(set, w.Hold) && w.Applied >= 0 && !w.Accepted {
 					refused = true
 				}
+			}
+			for _, id := range set {
+				hd.Lost = hd.Lost || h.Holds[id].Lost
 			}
 			switch {
 			case want.lost && !hd.Lost && !refused:
@@ -149,7 +168,7 @@ func (e Expect) judge(h *History, v Verdict) []string {
 				continue
 			}
 			found = true
-			for _, hd := range h.Holds {
+			for _, hd := range acquisitions(h) {
 				if hd.Granted >= f.At && hd.Granted < f.End {
 					granted++
 				}
@@ -283,6 +302,24 @@ var scenarios = []*Scenario{
 		script: scripted(rollingRestart),
 	},
 	{
+		Name: "sentinel-failover", Group: groupNode,
+		Summary: "one node is a Sentinel group, failed over to its replica during a long hold",
+		Story: "Node 0 is not one redis-server but a Sentinel group: a master, one replica (asynchronous " +
+			"replication) and three Sentinels, reached with go-redis failover clients. Their connections to the " +
+			"group's servers still pass through the clients' fault proxies (the dialer sends each one to the proxy of " +
+			"the server the Sentinels named); the Sentinels are reached directly. Client A holds the first key " +
+			"until the failover is over; one client keeps trying for it, the others work on the second key. After A's first renewal the " +
+			"group fails over (SENTINEL FAILOVER). Until a client hears of the switch it keeps writing to the old " +
+			"master, which no longer replicates, so the promoted replica misses those writes: a failover is state " +
+			"loss of one node (design.md §5.6, §7 assumption 1), and the clients are made WithAmnesiaTolerance(1) " +
+			"(quorum 4 of 5), under which the design promises mutual exclusion and tokens on both keys. A keeps its " +
+			"quorum on the four other nodes; healing puts its key back on the promoted replica; renewed once more, A " +
+			"stops, and only then does the contender get the key.",
+		Expect: Expect{Kept: "long hold", LiveDuringFault: "failover"},
+		setup:  setup{nodes: 5, keys: 2, reserved: 1, writes: 3, sentinel: true, amnesia: 1},
+		script: scripted(sentinelFailover),
+	},
+	{
 		Name: "client-pause", Group: groupClient,
 		Summary: "a holder stops for twice the TTL between its validity check and its write (no lock-delay)",
 		Story: "Client A holds the lock, checks that it is still valid, and stops (a GC pause, SIGSTOP, a VM " +
@@ -352,6 +389,21 @@ var scenarios = []*Scenario{
 			}
 			return err
 		}),
+	},
+	{
+		Name: "multi-key-transfer-pause", Group: groupClient,
+		Summary: "transfers under DoMulti; a holder of two accounts pauses past its validity, another takes one of them",
+		Story: "The workload is transfers between four accounts: each critical section locks two of them with DoMulti " +
+			"and moves money from one to the other, each write one atomic step of the store with a leg per account, " +
+			"each leg fenced by its own account's token (the store applies both legs or neither, as one SQL " +
+			"transaction or one Lua script over both keys would). Client A holds accounts X and Y, checks its " +
+			"validity and stops for twice the TTL before its next transfer, its links blackholed. B locks X and a " +
+			"third account Z and transfers between them. A resumes and sends its X–Y transfer with its old tokens: " +
+			"the X leg is stale, so the store refuses the transfer, and the Y leg, whose token is still Y's " +
+			"highest, with it. Mutual exclusion breaks on X only; the balances still add up to zero.",
+		Expect: Expect{Violation: true, Rejections: true, Kept: "taker", Lost: "paused"},
+		setup:  setup{nodes: 5, keys: 4, writes: 3, transfers: true},
+		script: scripted(transferPause),
 	},
 	{
 		Name: "clock-jump-partition", Group: groupClient,
@@ -557,6 +609,160 @@ func bareQuorumRestart(ctx context.Context, r *Run) error {
 	err = r.AwaitHoldEnd(ctx, hold, 4*r.TTL()+5*time.Second)
 	r.NoteCounters(ctx, "fence counters when the holder stopped")
 	return err
+}
+
+// transferPause is the script of multi-key-transfer-pause: the holder of two accounts
+// pauses past its validity, and another client takes one of them (with a third account)
+// and writes. It runs under scripted.
+func transferPause(ctx context.Context, r *Run) error {
+	actor := r.Rand.IntN(r.Clients())
+	taker := r.Other(actor)
+	perm := r.Rand.Perm(len(r.keys))
+	mine := []string{r.keys[perm[0]], r.keys[perm[1]]}
+	taken := mine[r.Rand.IntN(len(mine))]
+	theirs := []string{r.keys[perm[2]], taken}
+	r.rec.Note("client %d will hold %v, client %d will take %s with %s", actor, mine, taker, taken, theirs[0])
+	var pauseErr error // written by the paused writer, read after its hold ended (ordered by the recorder)
+	hold, err := r.Begin(ctx, actor, Plan{Role: "paused", Keys: mine, Writes: 2, Gap: r.TTL() / 20,
+		Before: func(_ context.Context, hold, seq int) {
+			if seq != 1 {
+				return
+			}
+			stop := time.Now()
+			f := r.Isolate(actor, fmt.Sprintf("client %d stops for at least %v", actor, 2*r.TTL()))
+			// The taker gets the lock once A's keys have expired, and parks after that
+			// one section, so that nobody else touches A's accounts meanwhile.
+			_, err := r.Begin(ctx, taker, Plan{Role: "taker", Keys: theirs, Writes: 3, Gap: r.TTL() / 40})
+			r.Park(taker)
+			Pause(ctx, 2*r.TTL()-time.Since(stop)) // the rest of the pause
+			// and until the taker has written the account it took
+			pauseErr = errors.Join(err, r.AwaitNewerWrite(ctx, r.HoldOf(hold, taken), 10*r.TTL()+5*time.Second))
+			r.Heal(f)
+		}})
+	if err != nil {
+		return err
+	}
+	err = r.AwaitHoldEnd(ctx, hold, 15*r.TTL()+10*time.Second)
+	if err == nil {
+		err = r.refusedWhole(hold, taken)
+	}
+	return errors.Join(err, pauseErr)
+}
+
+// refusedWhole checks the last write of the hold's section: a transfer refused whole, its
+// leg of the taken key stale and every other leg vetoed.
+func (r *Run) refusedWhole(hold int, taken string) error {
+	var err error
+	var legs []int
+	r.rec.View(func(h *History) {
+		set := setOf(h.Holds[hold])
+		last := -1
+		for _, w := range h.Writes {
+			if slices.Contains(set, w.Hold) && w.Applied >= 0 {
+				last = w.ID
+			}
+		}
+		if last < 0 || len(h.Writes[last].Legs) == 0 {
+			err = fmt.Errorf("chaos: hold %d made no transfer", hold)
+			return
+		}
+		for _, id := range h.Writes[last].Legs {
+			w := h.Writes[id]
+			switch {
+			case w.Accepted:
+				err = fmt.Errorf("chaos: the paused holder's last transfer was accepted on %s (write %d)", w.Key, id)
+			case w.Key == taken && !w.Stale():
+				err = fmt.Errorf("chaos: the paused holder's leg of the taken account %s was not stale (write %d)", w.Key, id)
+			case w.Key != taken && !w.Vetoed:
+				err = fmt.Errorf("chaos: the paused holder's leg of %s, which nobody took, was not refused with its transfer (write %d)", w.Key, id)
+			}
+			if err != nil {
+				return
+			}
+		}
+		legs = slices.Clone(h.Writes[last].Legs)
+	})
+	if err == nil {
+		r.rec.Note("the paused holder's transfer (writes %v) was refused whole: its %s leg stale, the other vetoed", legs, taken)
+	}
+	return err
+}
+
+// sentinelFailover is the script of sentinel-failover: a long hold of the first key while
+// the other clients work on both keys, and the Sentinel node fails over to its replica in
+// the middle of it. It runs under scripted.
+func sentinelFailover(ctx context.Context, r *Run) error {
+	actor := r.Rand.IntN(r.Clients())
+	contender := r.Other(actor)
+	// The hold lasts until the failover is over, the promoted replica holds its key and it
+	// has been renewed since; 20 TTLs at most. (If the script fails first, the end of
+	// the run ends it.)
+	stop := make(chan struct{})
+	hold, err := r.Begin(ctx, actor, Plan{Role: "long hold", Keys: r.keys[:1], Writes: 200, Gap: r.TTL() / 10, Stop: stop})
+	if err != nil {
+		return err
+	}
+	// One client tries for the held key all along; the others work on the second key.
+	r.Let(contender, Plan{Role: "contender", Keys: r.keys[:1], Writes: 3, Gap: r.TTL() / 40})
+	r.UnparkAll()
+	if err := r.awaitRenewals(ctx, hold, 1); err != nil {
+		return err
+	}
+	if r.holdEnded(hold) {
+		return fmt.Errorf("chaos: the long hold (hold %d) ended before the failover", hold)
+	}
+	r.NoteCounters(ctx, "fence counters before the failover")
+	if err := r.FailoverNode(ctx, r.groupNode); err != nil {
+		return err
+	}
+	// The hold goes on on the promoted replica: its key is there (replicated, or put back
+	// by healing after an extend that found it missing) while the hold lasts.
+	var id string
+	r.rec.View(func(h *History) { id = h.Holds[hold].LockID })
+	if err := r.awaitHeldOn(ctx, r.groupNode, hold, id); err != nil {
+		return err
+	}
+	// and it is renewed again (two renewals seen: the first may be the one that healed).
+	if err := r.awaitRenewals(ctx, hold, 2); err != nil {
+		return err
+	}
+	if r.holdEnded(hold) {
+		return fmt.Errorf("chaos: the long hold (hold %d) ended before the script stopped it", hold)
+	}
+	r.rec.Note("the long hold stops")
+	close(stop) // the holder's section returns instead of its next write, and releases
+	if err := r.AwaitHoldEnd(ctx, hold, 5*r.TTL()+5*time.Second); err != nil {
+		return err
+	}
+	r.NoteCounters(ctx, "fence counters when the long hold ended")
+	// The contender, refused all along, gets the key once the hold is over.
+	return r.awaitTakeover(ctx, hold, contender, 5*r.TTL()+5*time.Second)
+}
+
+// awaitHeldOn waits until node n holds the hold's key for it (read directly, as the sampler
+// does), and fails if the hold ends first or it takes more than two TTLs.
+func (r *Run) awaitHeldOn(ctx context.Context, n, hold int, id string) error {
+	key := r.key(hold)
+	limit := time.NewTimer(2 * r.TTL())
+	defer limit.Stop()
+	tick := time.NewTicker(r.Profile.SampleEvery)
+	defer tick.Stop()
+	for {
+		if st, err := r.status.Status(ctx, key); err == nil && st.Nodes[n].Holder == id {
+			r.rec.Note("node %d holds the long hold's key again", n)
+			return nil
+		}
+		if r.holdEnded(hold) {
+			return fmt.Errorf("chaos: hold %d ended before node %d held its key", hold, n)
+		}
+		select {
+		case <-tick.C:
+		case <-limit.C:
+			return fmt.Errorf("chaos: node %d did not hold hold %d's key within %v", n, hold, 2*r.TTL())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // pausedPastValidity checks that the hold's critical section ended after its validity

@@ -337,7 +337,8 @@ func (w *bubbleWorld) setDelay(c, n int, d time.Duration) {
 // history returns the recorded history with the store's contents.
 func (w *bubbleWorld) history() *History {
 	h := w.rec.Snapshot()
-	h.Stored, h.Highest = w.reg.Contents()
+	c := w.reg.Contents()
+	h.Stored, h.Highest, h.Balances = c.Stored, c.Highest, c.Balances
 	h.Duration = w.rec.Now()
 	for i := range h.Holds {
 		if h.Holds[i].End < 0 {

@@ -48,9 +48,12 @@ func timeline(res *Result) string {
 		t = min(max(t, 0), dur)
 		return float64(svgLabelW) + plotW*float64(t)/float64(dur)
 	}
-	holdOf := map[string]*Hold{}
+	// The hold whose key a node span shows, by key and holder id: the holds of a lock over
+	// several keys share their holder id.
+	type keyID struct{ key, id string }
+	holdOf := map[keyID]*Hold{}
 	for i := range h.Holds {
-		holdOf[h.Holds[i].LockID] = &h.Holds[i]
+		holdOf[keyID{h.Holds[i].Key, h.Holds[i].LockID}] = &h.Holds[i]
 	}
 	keys := keysOf(h)
 	rowsPerKey := 1 + h.Nodes + h.Clients // a title row, the nodes, the clients
@@ -120,7 +123,7 @@ func timeline(res *Result) string {
 			}
 			sx, sw := x(s.From), math.Max(x(s.To)-x(s.From), 1)
 			ry := nodeY(s.Node) + (svgRowH-svgBarH)/2
-			switch hd := holdOf[s.LockID]; {
+			switch hd := holdOf[keyID{s.Key, s.LockID}]; {
 			case s.Down:
 				fmt.Fprintf(&b, `<rect class="span down" data-node="%d" x="%.1f" y="%d" width="%.1f" height="%d" fill="url(#hatch)"><title>node %d did not answer %s–%s</title></rect>`,
 					s.Node, sx, ry, sw, svgBarH, s.Node, secs(s.From), secs(s.To))
@@ -168,8 +171,12 @@ func timeline(res *Result) string {
 				continue
 			}
 			cx, cyc := wx, float64(cy+svgRowH/2)
-			fmt.Fprintf(&b, `<g class="write rejected" data-write="%d" data-applied-ns="%d" data-token="%d"><title>write %d, token %d, REJECTED at %s: the store had admitted token %d</title><circle cx="%.1f" cy="%.1f" r="7" fill="#fff" stroke="#d32f2f" stroke-width="2"/><path d="M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f %.1f" stroke="#d32f2f" stroke-width="2.5"/></g>`,
-				w.ID, int64(w.Applied), w.Token, w.ID, w.Token, secs(w.Applied), w.Highest,
+			why := fmt.Sprintf("the store had admitted token %d", w.Highest)
+			if w.Vetoed {
+				why = fmt.Sprintf("refused with its transfer (writes %v), another leg of which was stale", w.Legs)
+			}
+			fmt.Fprintf(&b, `<g class="write rejected" data-write="%d" data-applied-ns="%d" data-token="%d"><title>write %d, token %d, REJECTED at %s: %s</title><circle cx="%.1f" cy="%.1f" r="7" fill="#fff" stroke="#d32f2f" stroke-width="2"/><path d="M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f %.1f" stroke="#d32f2f" stroke-width="2.5"/></g>`,
+				w.ID, int64(w.Applied), w.Token, w.ID, w.Token, secs(w.Applied), esc(why),
 				cx, cyc, cx-4, cyc-4, cx+4, cyc+4, cx-4, cyc+4, cx+4, cyc-4)
 		}
 

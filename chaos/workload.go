@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,16 +17,27 @@ import (
 // apart (the work between two writes), each preceded by the validity check a careful holder
 // makes (its context is live and Lock.Until has not passed). A refused write ends the
 // section: the store has told the holder that a newer one exists.
+//
+// A section over several keys (a lock taken with DoMulti) makes each of its writes a
+// transfer: one atomic write with a leg per key (Register.WriteAll), each leg under its own
+// key's token, the first key paying the others a random amount.
 type Plan struct {
 	Role   string // "" for the plain workload; a scripted section is named
 	Writes int
 	Gap    time.Duration
+	// Keys are the keys the section locks: one for Do, several for DoMulti (in this
+	// order: the first is the one that pays). Nil for the workload's own choice: one key
+	// at random, or, in a transfer workload, two distinct accounts at random.
+	Keys []string
 	// Before, if set, runs after the validity check of write seq and before the write: where
-	// a scripted holder pauses.
+	// a scripted holder pauses. hold is the ID of the section's hold of its first key.
 	Before func(ctx context.Context, hold, seq int)
 	// Send, if set, sends write seq instead of the plain store write: where a scripted write
-	// is held in flight.
+	// is held in flight. For sections over one key only.
 	Send func(ctx context.Context, req WriteReq) (bool, error)
+	// Stop, if set, ends the section when it is closed: the section returns, releasing its
+	// lock, instead of making its next write. Writes still bounds the section.
+	Stop <-chan struct{}
 }
 
 // errPastValidity ends a critical section whose validity deadline passed.
@@ -57,36 +70,97 @@ func (w *worker) setPlan(p Plan) {
 	w.plan = &p
 }
 
-// work loops on Do until ctx ends: acquire, run the critical section, release.
+// held is the lock of one critical section, over one key (Do) or several (DoMulti).
+type held struct {
+	keys   []string
+	tokens []redlock.Token
+	id     string
+	until  func() time.Time
+	holds  []int // the section's hold IDs, one per key
+}
+
+func heldLock(l *redlock.Lock) *held {
+	return &held{keys: []string{l.Key()}, tokens: []redlock.Token{l.Token()}, id: l.ID(), until: l.Until}
+}
+
+func heldMulti(m *redlock.MultiLock) *held {
+	return &held{keys: m.Keys(), tokens: m.Tokens(), id: m.ID(), until: m.Until}
+}
+
+// pickKeys is the workload's choice of keys for a section without Plan.Keys, among the keys
+// not reserved for scripted sections: one key at random, or, in a transfer workload, two
+// distinct accounts at random, the first paying.
+func (r *Run) pickKeys(w *worker) []string {
+	keys := r.keys[r.Scenario.setup.reserved:]
+	n := len(keys)
+	a := w.rng.IntN(n)
+	if !r.Scenario.setup.transfers {
+		return []string{keys[a]}
+	}
+	b := (a + 1 + w.rng.IntN(n-1)) % n
+	return []string{keys[a], keys[b]}
+}
+
+// work loops on Do (DoMulti for a section over several keys) until ctx ends: acquire, run
+// the critical section, release.
 func (r *Run) work(ctx context.Context, w *worker) {
 	for {
 		if !w.gate.pass(ctx) {
 			return
 		}
 		p := w.takePlan(r.defPlan)
-		key := r.keys[w.rng.IntN(len(r.keys))]
+		keys := p.Keys
+		if len(keys) == 0 {
+			keys = r.pickKeys(w)
+		}
 		asked := r.rec.Now()
-		hold := -1
-		err := r.clients[w.id].Do(ctx, key, r.ttl, func(fctx context.Context, l *redlock.Lock) error {
-			hold = r.rec.BeginHold(Hold{Client: w.id, Key: key, Token: l.Token(), LockID: l.ID(), Role: p.Role,
-				Asked: asked, Granted: r.rec.Now(), Until: r.rec.Offset(l.Until())})
-			defer func() { r.rec.EndHold(hold, r.rec.Now()) }()
-			return r.critical(fctx, w, l, hold, p)
-		})
-		if hold >= 0 && errors.Is(err, redlock.ErrLockLost) {
-			r.rec.MarkLost(hold)
+		var holds []int
+		section := func(fctx context.Context, l *held) error {
+			now := r.rec.Now()
+			hds := make([]Hold, len(l.keys))
+			for i, k := range l.keys {
+				hds[i] = Hold{Client: w.id, Key: k, Token: l.tokens[i], LockID: l.id, Role: p.Role,
+					Asked: asked, Granted: now, Until: r.rec.Offset(l.until())}
+			}
+			holds = r.rec.BeginHolds(hds)
+			l.holds = holds
+			defer func() {
+				end := r.rec.Now()
+				for _, id := range holds {
+					r.rec.EndHold(id, end)
+				}
+			}()
+			return r.critical(fctx, w, l, p)
+		}
+		var err error
+		if len(keys) == 1 {
+			err = r.clients[w.id].Do(ctx, keys[0], r.ttl, func(fctx context.Context, l *redlock.Lock) error {
+				return section(fctx, heldLock(l))
+			})
+		} else {
+			err = r.clients[w.id].DoMulti(ctx, keys, r.ttl, func(fctx context.Context, m *redlock.MultiLock) error {
+				return section(fctx, heldMulti(m))
+			})
+		}
+		if len(holds) > 0 && errors.Is(err, redlock.ErrLockLost) {
+			for _, id := range holds {
+				r.rec.MarkLost(id)
+			}
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		if hold < 0 && p.Role != "" {
+		if len(holds) == 0 && p.Role != "" {
 			w.setPlan(p) // not acquired: the scripted plan is for the next section
 		}
 	}
 }
 
 // critical is one critical section under lock l.
-func (r *Run) critical(fctx context.Context, w *worker, l *redlock.Lock, hold int, p Plan) error {
+func (r *Run) critical(fctx context.Context, w *worker, l *held, p Plan) error {
+	if p.Send != nil && len(l.keys) > 1 {
+		return errors.New("chaos: Plan.Send is for sections over one key")
+	}
 	for seq := 0; seq < p.Writes; seq++ {
 		if seq > 0 && p.Gap > 0 {
 			t := time.NewTimer(p.Gap) // the work between two writes
@@ -95,10 +169,20 @@ func (r *Run) critical(fctx context.Context, w *worker, l *redlock.Lock, hold in
 			case <-fctx.Done():
 				t.Stop()
 				return context.Cause(fctx)
+			case <-p.Stop: // a nil Stop never fires
+				t.Stop()
+				return nil
 			}
 		}
-		until := l.Until()
-		r.rec.SeeUntil(hold, r.rec.Offset(until))
+		select {
+		case <-p.Stop:
+			return nil
+		default:
+		}
+		until := l.until()
+		for _, id := range l.holds {
+			r.rec.SeeUntil(id, r.rec.Offset(until))
+		}
 		if fctx.Err() != nil {
 			return context.Cause(fctx)
 		}
@@ -106,20 +190,30 @@ func (r *Run) critical(fctx context.Context, w *worker, l *redlock.Lock, hold in
 			return errPastValidity
 		}
 		if p.Before != nil {
-			p.Before(fctx, hold, seq)
+			p.Before(fctx, l.holds[0], seq)
 		}
-		req := WriteReq{Client: w.id, Hold: hold, Key: l.Key(), Token: l.Token(), Seq: seq}
+		reqs := make([]WriteReq, len(l.keys))
+		amount := 1 + w.rng.Int64N(100)
+		for i, k := range l.keys {
+			reqs[i] = WriteReq{Client: w.id, Hold: l.holds[i], Key: k, Token: l.tokens[i], Seq: seq}
+			if len(l.keys) > 1 {
+				reqs[i].Delta = amount
+				if i == 0 {
+					reqs[i].Delta = -amount * int64(len(l.keys)-1)
+				}
+			}
+		}
 		ok := false
 		if p.Send != nil {
 			var err error
-			if ok, err = p.Send(fctx, req); err != nil {
+			if ok, err = p.Send(fctx, reqs[0]); err != nil {
 				return err
 			}
 		} else {
-			ok = r.reg.Write(req)
+			ok = r.reg.WriteAll(reqs)
 		}
 		if !ok {
-			return &redlock.StaleTokenError{Resource: l.Key(), Got: l.Token()}
+			return &redlock.StaleTokenError{Resource: strings.Join(l.keys, ","), Got: l.tokens[0]}
 		}
 	}
 	return nil
@@ -241,29 +335,66 @@ func (r *Run) ParkAll(ctx context.Context) error {
 func (r *Run) waitLimit() time.Duration { return 5*r.ttl + 5*time.Second }
 
 // Begin hands client actor the plan for its next critical section, lets it go on if it
-// was parked, and returns the hold ID once that section has begun.
+// was parked, and returns the hold ID once that section has begun (for a section over
+// several keys, the hold of its first key; Run.HoldOf finds the others).
 func (r *Run) Begin(ctx context.Context, actor int, p Plan) (int, error) {
-	r.workers[actor].setPlan(p)
-	r.workers[actor].gate.set(false)
+	r.Let(actor, p)
 	hold := -1
 	err := r.rec.Await(ctx, r.waitLimit(), fmt.Sprintf("client %d to begin its %q section", actor, p.Role), func(h *History) bool {
 		for i := len(h.Holds) - 1; i >= 0; i-- {
 			if hd := h.Holds[i]; hd.Client == actor && hd.Role == p.Role {
-				hold = hd.ID
+				hold = setOf(hd)[0]
 				return true
 			}
 		}
 		return false
 	})
-	if err == nil {
-		r.rec.Note("client %d holds the lock with token %d (hold %d, %q)", actor, r.token(hold), hold, p.Role)
+	if err != nil {
+		return hold, err
 	}
-	return hold, err
+	var set []int
+	r.rec.View(func(h *History) { set = slices.Clone(setOf(h.Holds[hold])) })
+	if len(set) == 1 {
+		r.rec.Note("client %d holds the lock with token %d (hold %d, %q)", actor, r.token(hold), hold, p.Role)
+		return hold, nil
+	}
+	var what []string
+	for _, id := range set {
+		what = append(what, fmt.Sprintf("%s with token %d (hold %d)", r.key(id), r.token(id), id))
+	}
+	r.rec.Note("client %d holds %s (%q)", actor, strings.Join(what, ", "), p.Role)
+	return hold, nil
+}
+
+// Let hands client c the plan for its next critical section and lets it go on if it was
+// parked, without waiting for the section to begin.
+func (r *Run) Let(c int, p Plan) {
+	r.workers[c].setPlan(p)
+	r.workers[c].gate.set(false)
+}
+
+// HoldOf returns the ID of the hold of key in the acquisition of hold (a lock over several
+// keys has one hold per key), or -1 when that lock does not cover key.
+func (r *Run) HoldOf(hold int, key string) int {
+	id := -1
+	r.rec.View(func(h *History) {
+		for _, i := range setOf(h.Holds[hold]) {
+			if h.Holds[i].Key == key {
+				id = i
+			}
+		}
+	})
+	return id
 }
 
 func (r *Run) token(hold int) (t redlock.Token) {
 	r.rec.View(func(h *History) { t = h.Holds[hold].Token })
 	return t
+}
+
+func (r *Run) key(hold int) (k string) {
+	r.rec.View(func(h *History) { k = h.Holds[hold].Key })
+	return k
 }
 
 // Unpark lets the listed clients go on.

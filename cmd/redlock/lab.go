@@ -17,11 +17,12 @@ import (
 const labAbout = `
 Runs the chaos lab: the known ways a Redlock lock fails, reproduced on real redis-server
 processes, with what fencing does about each. Every run of a scenario starts 5 redis-server
-nodes on free loopback ports (redis-server must be on PATH), puts a fault proxy between every
-client and every node, lets the clients loop on Do while writing to a fenced store, injects
-the scenario's faults, and checks the recorded history: overlapping critical sections, token
-uniqueness and order, stale writes accepted or refused by the store (and a porcupine check
-of the store's history), lost writes.
+nodes on free loopback ports (redis-server must be on PATH; in sentinel-failover one node is a
+Sentinel group: a master, a replica and three Sentinels), puts a fault proxy between every
+client and every node, lets the clients loop on Do (DoMulti for transfers) while writing to a
+fenced store, injects the scenario's faults, and checks the recorded history: overlapping
+critical sections, token uniqueness and order, stale writes accepted or refused by the store
+(and a porcupine check of the store's history), lost writes, and money conserved by transfers.
 
 Prints a summary table and writes to --out: report.md (a table per scenario), report.html
 (one self-contained page with a timeline per scenario) and histories.json (every run's

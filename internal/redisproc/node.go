@@ -44,6 +44,10 @@ type Node struct {
 	index int
 	dir   string
 	cfg   Config
+	// sentinel, when not empty, makes the node a Sentinel: the monitor directives of its
+	// configuration file, which is written on the first start (Sentinel rewrites it with
+	// what it learns, and a restart keeps that).
+	sentinel string
 	// port and addr are chosen by the first start, before the Cluster is
 	// handed out, and never change afterwards.
 	port int
@@ -270,22 +274,31 @@ func (n *Node) clearDataLocked() error {
 	return nil
 }
 
-func (n *Node) args() []string {
-	args := []string{
+func (n *Node) args() ([]string, error) {
+	common := []string{
 		"--port", strconv.Itoa(n.port),
 		"--bind", "127.0.0.1",
 		"--dir", n.dir,
 		"--daemonize", "no",
 		"--protected-mode", "no",
-		"--save", "",
 		"--logfile", filepath.Join(n.dir, logName),
 	}
+	if n.sentinel != "" {
+		conf := filepath.Join(n.dir, sentinelConf)
+		if _, err := os.Stat(conf); errors.Is(err, os.ErrNotExist) {
+			if err := os.WriteFile(conf, []byte(n.sentinel), 0o644); err != nil {
+				return nil, fmt.Errorf("redisproc: node %d: write %s: %w", n.index, sentinelConf, err)
+			}
+		}
+		return append([]string{conf, "--sentinel"}, common...), nil
+	}
+	args := append(common, "--save", "")
 	if n.cfg.Persist {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
-	return append(args, n.cfg.ExtraArgs...)
+	return append(args, n.cfg.ExtraArgs...), nil
 }
 
 // spawnLocked starts redis-server on n.port and waits until it answers. On
@@ -302,7 +315,12 @@ func (n *Node) spawnLocked(ctx context.Context) error {
 		logStart = fi.Size()
 	}
 
-	cmd := exec.Command(n.cfg.Binary, n.args()...)
+	args, err := n.args()
+	if err != nil {
+		_ = logf.Close()
+		return err
+	}
+	cmd := exec.Command(n.cfg.Binary, args...)
 	cmd.Dir = n.dir
 	// Early errors (bad arguments) go to stderr before the log file is
 	// opened; an *os.File is handed to the child directly, without copying

@@ -4,13 +4,14 @@
 // node of a Cluster started by Start is an independent redis-server (no
 // replication, no Redis Cluster mode) listening on its own loopback port and
 // working in its own temporary directory. StartRedisCluster instead makes the
-// nodes the shards of one Redis Cluster (cluster mode, masters only). Nodes
-// can be killed, restarted on the same port (with or without their data), and
-// paused with SIGSTOP to simulate a hung server.
+// nodes the shards of one Redis Cluster (cluster mode, masters only), and
+// StartSentinelGroup starts Sentinel-managed masters with their replicas and
+// Sentinels. Nodes can be killed, restarted on the same port (with or without
+// their data), and paused with SIGSTOP to simulate a hung server.
 //
 // The core API does not depend on package testing; the helpers in
-// testing.go (Require, StartT, StartRedisClusterT, Cluster.ClientsT,
-// Cluster.ClusterClientT) wrap it for tests.
+// testing.go (Require, StartT, StartRedisClusterT, StartSentinelGroupT,
+// Cluster.ClientsT, Cluster.ClusterClientT) wrap it for tests.
 package redisproc
 
 import (
@@ -58,38 +59,68 @@ func Start(ctx context.Context, n int, cfg Config) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("redisproc: cluster size must be at least 1, got %d", n)
 	}
-	bin, err := resolveBinary(cfg.Binary)
+	c, cfg, err := newCluster(cfg)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Binary = bin
-	cfg.ExtraArgs = slices.Clone(cfg.ExtraArgs)
-
-	root, err := os.MkdirTemp("", "redisproc-")
-	if err != nil {
-		return nil, fmt.Errorf("redisproc: create temp dir: %w", err)
+	specs := make([]nodeSpec, n)
+	for i := range specs {
+		specs[i] = nodeSpec{cfg: cfg}
 	}
-	c := &Cluster{root: root}
-	for i := range n {
-		dir := filepath.Join(root, fmt.Sprintf("node%d", i))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			_ = os.RemoveAll(root)
-			return nil, fmt.Errorf("redisproc: create node dir: %w", err)
-		}
-		c.nodes = append(c.nodes, &Node{index: i, dir: dir, cfg: cfg})
-	}
-
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i, node := range c.nodes {
-		wg.Go(func() { errs[i] = node.start(ctx) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if _, err := c.startNodes(ctx, specs); err != nil {
 		_ = c.Close()
 		return nil, err
 	}
 	return c, nil
+}
+
+// newCluster makes an empty Cluster with its temporary directory, and returns cfg with the
+// binary resolved.
+func newCluster(cfg Config) (*Cluster, Config, error) {
+	bin, err := resolveBinary(cfg.Binary)
+	if err != nil {
+		return nil, cfg, err
+	}
+	cfg.Binary = bin
+	cfg.ExtraArgs = slices.Clone(cfg.ExtraArgs)
+	root, err := os.MkdirTemp("", "redisproc-")
+	if err != nil {
+		return nil, cfg, fmt.Errorf("redisproc: create temp dir: %w", err)
+	}
+	return &Cluster{root: root}, cfg, nil
+}
+
+// nodeSpec is how one node of startNodes is started.
+type nodeSpec struct {
+	cfg      Config
+	sentinel string // Node.sentinel
+}
+
+// startNodes adds one node per spec to the cluster, starts them in parallel and waits until
+// every one answers PING. It returns the new nodes; on failure the caller closes the cluster,
+// which stops the nodes that did start.
+func (c *Cluster) startNodes(ctx context.Context, specs []nodeSpec) ([]*Node, error) {
+	var added []*Node
+	for _, sp := range specs {
+		i := len(c.nodes)
+		dir := filepath.Join(c.root, fmt.Sprintf("node%d", i))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("redisproc: create node dir: %w", err)
+		}
+		n := &Node{index: i, dir: dir, cfg: sp.cfg, sentinel: sp.sentinel}
+		c.nodes = append(c.nodes, n)
+		added = append(added, n)
+	}
+	errs := make([]error, len(added))
+	var wg sync.WaitGroup
+	for i, node := range added {
+		wg.Go(func() { errs[i] = node.start(ctx) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return added, nil
 }
 
 // resolveBinary returns bin, or the redis-server found on PATH when bin is

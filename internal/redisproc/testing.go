@@ -103,3 +103,27 @@ func (c *Cluster) ClusterClientT(tb testing.TB) *redis.ClusterClient {
 	tb.Cleanup(func() { _ = cc.Close() })
 	return cc
 }
+
+// StartSentinelGroupT starts a Sentinel group for a test, as StartSentinelGroup does, and
+// stops it in tb.Cleanup. It skips or fails the test as Require does when redis-server is
+// missing (unless cfg.Binary is set), bounds the start-up to 30 seconds (Sentinels find
+// each other through hello messages sent every 2 s), and fails the test if the group
+// cannot be started.
+func StartSentinelGroupT(tb testing.TB, cfg SentinelConfig) *SentinelGroup {
+	tb.Helper()
+	if cfg.Binary == "" {
+		cfg.Binary = Require(tb)
+	}
+	ctx, cancel := context.WithTimeout(tb.Context(), 30*time.Second)
+	defer cancel()
+	g, err := StartSentinelGroup(ctx, cfg)
+	if err != nil {
+		tb.Fatalf("start Sentinel group: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := g.Close(); err != nil {
+			tb.Errorf("close Sentinel group: %v", err)
+		}
+	})
+	return g
+}
