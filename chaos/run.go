@@ -173,8 +173,11 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 		nClients, retry = p.StormClients, p.StormRetryDelay
 	}
 	keys := []string{"chaos:" + s.Name}
+	if st.slotKeys {
+		keys[0] = "{chaos:" + s.Name + "}"
+	}
 	for i := 1; i < st.keys; i++ {
-		keys = append(keys, fmt.Sprintf("chaos:%s:%d", s.Name, i))
+		keys = append(keys, fmt.Sprintf("%s:%d", keys[0], i))
 	}
 	r := &Run{Scenario: s, Profile: p, Rand: rand.New(rand.NewPCG(seed, 0x5eed)), keys: keys, ttl: p.TTL,
 		nClients: nClients}
@@ -244,6 +247,9 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 			redlock.WithAmnesiaTolerance(st.amnesia), redlock.WithLockDelay(time.Duration(st.lockDelay) * p.TTL)}
 		if st.noHealing {
 			opts = append(opts, redlock.WithoutHealing())
+		}
+		if st.mixedLayouts && c%2 == 1 {
+			opts = append(opts, redlock.WithCounterLayout(redlock.KeyCounters))
 		}
 		cl, err := redlock.New(universal(cs), opts...)
 		if err != nil {

@@ -46,6 +46,10 @@ type setup struct {
 	// lockDelay is every client's WithLockDelay, in TTLs of the profile; 0 for none.
 	lockDelay int
 	noHealing bool // every client WithoutHealing
+	// mixedLayouts gives the odd-numbered clients WithCounterLayout(KeyCounters) and the
+	// others the default slot layout; slotKeys puts every key in one hash slot (a shared hash
+	// tag), so that they share one slot counter.
+	mixedLayouts, slotKeys bool
 }
 
 // Expect is what a scenario must show in every run. Whatever the scenario, a run must also
@@ -266,6 +270,29 @@ var scenarios = []*Scenario{
 			"store refuses A's next write.",
 		Expect: Expect{Violation: true, Rejections: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
+		script: scripted(bareQuorumRestart),
+	},
+	{
+		Name: "mixed-layouts", Group: groupNode,
+		Summary: "clients of both counter layouts on three keys of one hash slot, no fault",
+		Story: "Half the clients mint tokens from the slot counter (the default), the others from per-key counters " +
+			"(WithCounterLayout(KeyCounters)), on three keys that share one hash slot and so one slot counter. Each " +
+			"layout reads the other's counter, so every key's tokens must still be unique and increasing in holding " +
+			"order, whoever took it (docs/design.md §5.11).",
+		Expect: Expect{},
+		setup:  setup{nodes: 5, keys: 3, writes: 3, mixedLayouts: true, slotKeys: true},
+		script: func(ctx context.Context, r *Run) error {
+			return r.Soak(ctx, r.Profile.Warmup+r.Profile.Window+r.Profile.Cooldown)
+		},
+	},
+	{
+		Name: "mixed-layouts-amnesia", Group: groupNode,
+		Summary: "restart-amnesia with clients of both counter layouts on keys of one slot",
+		Story: "As restart-amnesia, with half the clients on per-key counters and the keys in one hash slot. The " +
+			"restarted node comes back without its slot and per-key counters; B, of either layout, reseeds from its " +
+			"clock, so its token is still above A's and the store refuses A's next write.",
+		Expect: Expect{Violation: true, Rejections: true},
+		setup:  setup{nodes: 5, keys: 1, writes: 3, mixedLayouts: true, slotKeys: true},
 		script: scripted(bareQuorumRestart),
 	},
 	{
