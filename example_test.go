@@ -233,9 +233,10 @@ func ExampleLock_IdempotencyKey() {
 	// payouts: 1
 }
 
-// A transfer locks both accounts with one multi-key lock and fences each account's write with
-// that account's own token. Two opposing transfers cannot deadlock: on each node one of them
-// gets both keys and the other neither.
+// A transfer locks both accounts with one multi-key lock and fences both legs, each with its
+// own account's token, in one write that is applied whole or not at all (IncrByAll). Two
+// opposing transfers cannot deadlock: on each node one of them gets both keys and the other
+// neither.
 func ExampleClient_DoMulti() {
 	nodes, stop := exampleNodes()
 	defer stop()
@@ -251,21 +252,20 @@ func ExampleClient_DoMulti() {
 	transfer := func(from, to string, amount int64) error {
 		return c.DoMulti(ctx, []string{"acct:" + from, "acct:" + to}, 10*time.Second,
 			func(ctx context.Context, m *redlock.MultiLock) error {
-				if _, err := fence.IncrBy(ctx, "balance:"+from, -amount, m.Token("acct:"+from)); err != nil {
-					return err
-				}
-				_, err := fence.IncrBy(ctx, "balance:"+to, amount, m.Token("acct:"+to))
+				_, err := fence.IncrByAll(ctx,
+					redlock.FencedIncr{Key: "{bank}:balance:" + from, Delta: -amount, Token: m.Token("acct:" + from)},
+					redlock.FencedIncr{Key: "{bank}:balance:" + to, Delta: amount, Token: m.Token("acct:" + to)})
 				return err
 			})
 	}
 	if err := errors.Join(transfer("alice", "bob", 30), transfer("bob", "alice", 10)); err != nil {
 		panic(err)
 	}
-	alice, _, err := fence.Get(ctx, "balance:alice")
+	alice, _, err := fence.Get(ctx, "{bank}:balance:alice")
 	if err != nil {
 		panic(err)
 	}
-	bob, _, err := fence.Get(ctx, "balance:bob")
+	bob, _, err := fence.Get(ctx, "{bank}:balance:bob")
 	if err != nil {
 		panic(err)
 	}

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -23,13 +24,18 @@ const maxHSetFields = 1000
 
 // The scripts of RedisFence, built once like those of scripts.go.
 var (
+	//go:embed lua/fence_tokens.lua
+	fenceTokensSrc string
 	//go:embed lua/fence_write.lua
 	fenceWriteSrc string
+	//go:embed lua/fence_incr_all.lua
+	fenceIncrAllSrc string
 	//go:embed lua/fence_get.lua
 	fenceGetSrc string
 
-	fenceWriteScript = redis.NewScript(fenceWriteSrc)
-	fenceGetScript   = redis.NewScript(fenceGetSrc)
+	fenceWriteScript   = redis.NewScript(fenceTokensSrc + fenceWriteSrc)
+	fenceIncrAllScript = redis.NewScript(fenceTokensSrc + fenceIncrAllSrc)
+	fenceGetScript     = redis.NewScript(fenceGetSrc)
 )
 
 // RedisFence makes fenced writes to a Redis server that is the downstream store of work done
@@ -115,6 +121,95 @@ func (f *RedisFence) HSet(ctx context.Context, key string, fields map[string]str
 // concurrency are those of Set.
 func (f *RedisFence) IncrBy(ctx context.Context, key string, delta int64, tok Token) (int64, error) {
 	return f.write(ctx, "incrby", key, tok, strconv.FormatInt(delta, 10))
+}
+
+// FencedIncr is one increment of [RedisFence.IncrByAll]: Delta added to the integer under Key,
+// fenced by Token, the writer's token for that key (for a multi-key lock, [MultiLock.Token] of
+// the lock key that protects Key).
+type FencedIncr struct {
+	Key   string
+	Delta int64
+	Token Token
+}
+
+// IncrByAll adds each increment to its key, as IncrBy does, if every token is at least the
+// highest admitted before for its own key, and then records each token; otherwise it changes
+// nothing. One script does all of it atomically: all the increments are applied, or none. This
+// is the write of a transfer under a multi-key lock ([Client.DoMulti]): two separate IncrBy
+// calls would let a holder that paused, and lost the lock on one account to a newer holder,
+// still move money in or out of the other (docs/fencing.md, "Transfers").
+//
+// It returns the new values in the order given, and:
+//   - a *StaleTokenError (errors.Is(err, ErrStaleToken)) for the first key whose token is below
+//     the highest admitted for it: nothing was written;
+//   - an error matching ErrInvalidArgument, with nothing sent, for no increments, more than
+//     [MaxMultiKeys], a key that IncrBy would refuse, a zero token, a Delta of math.MinInt64,
+//     two increments of one key (or of keys that share a token key, "x" and "{x}"), or, when the
+//     fence writes through a *redis.ClusterClient, keys in more than one hash slot;
+//   - a Redis error when an increment cannot be applied (WRONGTYPE, a value that is not an
+//     integer, an overflow): the script undoes the increments before it, so nothing changed;
+//   - a go-redis or network error: the increments may or may not have been applied, all or none
+//     (see IncrBy on retries).
+//
+// Context behaviour and concurrency are those of Set.
+func (f *RedisFence) IncrByAll(ctx context.Context, incs ...FencedIncr) ([]int64, error) {
+	if f == nil || isNil(f.client) {
+		return nil, invalidf("redis fence has no client")
+	}
+	if len(incs) == 0 || len(incs) > MaxMultiKeys {
+		return nil, invalidf("fenced increments: %d, want 1 to MaxMultiKeys (%d)", len(incs), MaxMultiKeys)
+	}
+	keys := make([]string, 0, 2*len(incs))
+	args := make([]any, 0, 2*len(incs))
+	seen := make(map[string]bool, len(incs))
+	_, cluster := f.client.(*redis.ClusterClient)
+	for i, in := range incs {
+		tokenKey, err := f.check(in.Key)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case in.Token == 0:
+			return nil, invalidf("fenced increment of %q with token 0: tokens start at 1", quoteKey(in.Key))
+		case in.Delta == math.MinInt64:
+			return nil, invalidf("fenced increment of %q by math.MinInt64, which cannot be undone", quoteKey(in.Key))
+		case seen[tokenKey]:
+			return nil, invalidf("fenced increments: %q is given twice (or shares its token key with another key)", quoteKey(in.Key))
+		case cluster && keySlot(in.Key) != keySlot(incs[0].Key):
+			return nil, invalidf("fenced increments on a Redis Cluster: %q and %q are in different hash slots; give them a shared hash tag", quoteKey(incs[0].Key), quoteKey(in.Key))
+		}
+		seen[tokenKey] = true
+		keys = append(keys, in.Key, tokenKey)
+		args = append(args, incs[i].Token.String(), strconv.FormatInt(in.Delta, 10))
+	}
+	res, err := fenceIncrAllScript.Run(ctx, f.client, keys, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("redlock: fenced increments of %q: %w", quoteKey(incs[0].Key), err)
+	}
+	if len(res) == 3 && res[0] == int64(0) {
+		i, _ := res[1].(int64)
+		if i < 1 || int(i) > len(incs) {
+			return nil, fmt.Errorf("redlock: fenced increments: unexpected reply %v", res)
+		}
+		highest, err := parseReplyToken(res[2])
+		if err != nil {
+			return nil, fmt.Errorf("redlock: fenced increments: %w", err)
+		}
+		in := incs[i-1]
+		return nil, &StaleTokenError{Resource: in.Key, Got: in.Token, Highest: highest}
+	}
+	if len(res) != len(incs)+1 || res[0] != int64(1) {
+		return nil, fmt.Errorf("redlock: fenced increments: unexpected reply %v", res)
+	}
+	out := make([]int64, len(incs))
+	for i := range out {
+		v, ok := res[i+1].(int64)
+		if !ok {
+			return nil, fmt.Errorf("redlock: fenced increments: unexpected reply %v", res)
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // Get returns the string stored under key and the highest token admitted for key, read

@@ -410,7 +410,7 @@ func TestRealRedisFenceScripts(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 10*time.Second)
-	for name, s := range map[string]*redis.Script{"fence_write": fenceWriteScript, "fence_get": fenceGetScript} {
+	for name, s := range map[string]*redis.Script{"fence_write": fenceWriteScript, "fence_get": fenceGetScript, "fence_incr_all": fenceIncrAllScript} {
 		sha, err := s.Load(ctx, rc).Result()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)

@@ -17,18 +17,8 @@
 -- token (highest, as a decimal string); nothing is written then.
 -- The data is written before the token, so a data write that fails (WRONGTYPE, an increment on
 -- a value that is not an integer, an overflow) aborts the script with nothing changed.
--- Tokens can exceed 2^53, where Lua's numbers (doubles) lose precision, so they are compared
--- as 20-digit decimal strings split into two exact halves.
-
-local function below(a, b)
-  a = string.rep('0', 20 - #a) .. a
-  b = string.rep('0', 20 - #b) .. b
-  local ahigh, bhigh = tonumber(string.sub(a, 1, 10)), tonumber(string.sub(b, 1, 10))
-  if ahigh ~= bhigh then
-    return ahigh < bhigh
-  end
-  return tonumber(string.sub(a, 11)) < tonumber(string.sub(b, 11))
-end
+-- Tokens are compared with fence_tokens.lua's below, which redisfence.go puts in front of this
+-- file.
 
 local token = ARGV[1]
 local highest = redis.call('GET', KEYS[2])

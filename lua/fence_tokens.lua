@@ -1,0 +1,17 @@
+-- fence_tokens.lua: comparing fencing tokens, shared by fence_write.lua and
+-- fence_incr_all.lua (redisfence.go puts this file in front of each of them).
+--
+-- Tokens can exceed 2^53, where Lua's numbers (doubles) lose precision, so they are compared
+-- as 20-digit decimal strings split into two exact halves. Both must be decimal integers
+-- without leading zeros, at most 20 digits (the Go side sends only such).
+
+local function below(a, b)
+  a = string.rep('0', 20 - #a) .. a
+  b = string.rep('0', 20 - #b) .. b
+  local ahigh, bhigh = tonumber(string.sub(a, 1, 10)), tonumber(string.sub(b, 1, 10))
+  if ahigh ~= bhigh then
+    return ahigh < bhigh
+  end
+  return tonumber(string.sub(a, 11)) < tonumber(string.sub(b, 11))
+end
+
