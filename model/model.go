@@ -34,11 +34,11 @@ const (
 type Mutation uint8
 
 const (
-	Real              Mutation = iota
-	RaiseNotOurs               // raise.lua without its "key still ours" check
-	RaiseLowers                // raise.lua sets the own counter to the target even when it was above it
-	ExtendRecreates            // extend.lua sets our key again when it is absent
-	ExtendOverwrites           // extend.lua sets our key even over another holder's
+	Real             Mutation = iota
+	RaiseNotOurs              // raise.lua without its "key still ours" check
+	RaiseLowers               // raise.lua sets the own counter to the target even when it was above it
+	ExtendRecreates           // extend.lua sets our key again when it is absent
+	ExtendOverwrites          // extend.lua sets our key even over another holder's
 )
 
 func (m Mutation) String() string {
