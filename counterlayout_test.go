@@ -123,10 +123,22 @@ func TestSlotCounterSharedByKeys(t *testing.T) {
 		}
 	}
 	settle(c)
+	// Every node's slot counter is at most the last token, and a quorum has exactly it (a node
+	// may have missed the last acquisition: a release that finds the acquire still queued
+	// there cancels it, design.md §3.6).
+	at := 0
 	for i, s := range servers {
-		if v, _ := s.Get(slotCounter("{acct}:a")); v != last.String() {
-			t.Fatalf("node %d: slot counter %s, want the last token %d", i, v, last)
+		v, _ := s.Get(slotCounter("{acct}:a"))
+		n, _ := strconv.ParseUint(v, 10, 64)
+		if Token(n) > last {
+			t.Fatalf("node %d: slot counter %s above the last token %d", i, v, last)
 		}
+		if Token(n) == last {
+			at++
+		}
+	}
+	if at < c.Quorum() {
+		t.Fatalf("the last token %d is the slot counter on %d nodes, fewer than a quorum", last, at)
 	}
 	// The clock moves on: the next token is the clock's reading, not one more than the counter.
 	clk.now = clk.now.Add(time.Second)

@@ -24,9 +24,11 @@ func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
 const FencePrefix = "redlock:fence:"
 
 // fenceKey returns the name of the per-key fence counter of a lock key, in the key's cluster
-// slot (slotKey). Lock keys may not start with FencePrefix or SlotCounterPrefix.
+// slot (slotKey). Lock keys may not start with FencePrefix, SlotCounterPrefix or
+// HighestTokenPrefix (a lock key named like a RedisFence token key would take it over on a
+// node that is also the store).
 func fenceKey(key string) (string, error) {
-	return slotKey(FencePrefix, key, true, FencePrefix, SlotCounterPrefix)
+	return slotKey(FencePrefix, key, true, FencePrefix, SlotCounterPrefix, HighestTokenPrefix)
 }
 
 // counterSeed is the acquiring client's clock in microseconds: the least token of an

@@ -284,8 +284,10 @@ var simConfigs = map[string]simConfig{
 	// then the per-key layout beside the slot layout.
 	"upgrade-step1-legacy+key": {nodes: 5, keys: 3, frozenClock: true, legacy: true, layouts: []CounterLayout{KeyCounters}},
 	"upgrade-step2-key+slot":   {nodes: 5, keys: 3, frozenClock: true, layouts: []CounterLayout{KeyCounters, SlotCounters}},
-	// The old version beside the slot layout on keys that already have per-key counters (the
-	// slot layout keeps them up): with a running clock.
+	// The old version beside the slot layout, with one running clock: keys get per-key
+	// counters from the old client's first acquisitions (the slot layout then keeps them up),
+	// and a key the slot layout took first is safe because the old client's seed, from the
+	// same running clock, is above the slot layout's tokens (§5.11's clock condition).
 	"legacy+slot+clock": {nodes: 5, keys: 3, legacy: true, layouts: []CounterLayout{SlotCounters}},
 }
 

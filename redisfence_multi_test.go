@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +120,27 @@ func TestRealRedisFenceIncrByAllCluster(t *testing.T) {
 	if got, err := f.IncrByAll(ctx, FencedIncr{"{acct}:a", -5, 1}, FencedIncr{"{acct}:b", 5, 1}); err != nil || got[0] != -5 || got[1] != 5 {
 		t.Fatalf("one slot: %v, %v", got, err)
 	}
+}
+
+// TestRedisFenceGarbageTokenKey: a token key that holds something other than a token (written
+// by another program) makes every fenced write fail with an error that says so, and nothing is
+// written.
+func TestRedisFenceGarbageTokenKey(t *testing.T) {
+	forEachStore(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := ctxT(t, 10*time.Second)
+		f := NewRedisFence(rc)
+		tk, _ := highestKey("q")
+		rc.Set(ctx, tk, "not-a-token", 0)
+		for name, err := range map[string]error{
+			"Set":       f.Set(ctx, "q", "v", 5),
+			"IncrByAll": func() error { _, err := f.IncrByAll(ctx, FencedIncr{"q", 1, 5}); return err }(),
+		} {
+			if err == nil || !strings.Contains(err.Error(), "holds something other than a token") {
+				t.Fatalf("%s over a garbage token key: %v", name, err)
+			}
+		}
+		if n := rc.Exists(ctx, "q").Val(); n != 0 {
+			t.Fatal("a write went through")
+		}
+	})
 }

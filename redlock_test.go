@@ -92,6 +92,7 @@ func TestBadInputSendsNothing(t *testing.T) {
 	}{
 		{"empty key", func() error { _, err := c.TryAcquire(ctx, "", time.Second); return err }, []error{ErrInvalidArgument}},
 		{"reserved prefix", func() error { _, err := c.TryAcquire(ctx, FencePrefix+"x", time.Second); return err }, []error{ErrInvalidArgument}},
+		{"token key prefix", func() error { _, err := c.TryAcquire(ctx, HighestTokenPrefix+"{q}", time.Second); return err }, []error{ErrInvalidArgument}},
 		{"key too long", func() error { _, err := c.TryAcquire(ctx, strings.Repeat("k", MaxKeyLen+1), time.Second); return err }, []error{ErrInvalidArgument}},
 		{"nil context", func() error { _, err := c.TryAcquire(nilCtx, "k", time.Second); return err }, []error{ErrInvalidArgument}},
 		{"nil context, Acquire", func() error { _, err := c.Acquire(nilCtx, "k", time.Second); return err }, []error{ErrInvalidArgument}},

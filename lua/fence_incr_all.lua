@@ -18,6 +18,9 @@ local n = #KEYS / 2
 local highest = {}
 for i = 1, n do
   highest[i] = redis.call('GET', KEYS[2 * i])
+  if highest[i] and not is_token(highest[i]) then
+    return redis.error_reply('ERR fence: the token key of ' .. KEYS[2 * i - 1] .. ' holds something other than a token')
+  end
   if highest[i] and below(ARGV[2 * i - 1], highest[i]) then
     return {0, i, highest[i]}
   end

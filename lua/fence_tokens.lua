@@ -15,3 +15,8 @@ local function below(a, b)
   return tonumber(string.sub(a, 11)) < tonumber(string.sub(b, 11))
 end
 
+-- is_token reports whether a stored value is a token as the fence writes them: 1 to 20 decimal
+-- digits. Anything else in a token key (written by someone else) is an error, not a token.
+local function is_token(v)
+  return #v >= 1 and #v <= 20 and string.match(v, '^[0-9]+$') ~= nil
+end

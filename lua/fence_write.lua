@@ -22,6 +22,9 @@
 
 local token = ARGV[1]
 local highest = redis.call('GET', KEYS[2])
+if highest and not is_token(highest) then
+  return redis.error_reply('ERR fence: the token key of ' .. KEYS[1] .. ' holds something other than a token')
+end
 if highest and below(token, highest) then
   return {0, highest}
 end
