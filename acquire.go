@@ -20,8 +20,9 @@ import (
 // ([Drift]) and, with the lock-delay, be at most [MaxTTL]. [Lock.Until] is start + ttl −
 // drift, start being read before the first command is sent.
 //
-// Errors: ErrInvalidArgument (nothing sent) for a nil ctx, a bad key ([MaxKeyLen],
-// [FencePrefix]) or a bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
+// Errors: ErrInvalidArgument (nothing sent) for a nil ctx, a bad key (empty, longer than
+// [MaxKeyLen], or starting with [FencePrefix], [SlotCounterPrefix] or [HighestTokenPrefix]) or a
+// bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
 // elsewhere, too many nodes failed or the validity ran out; when ctx ends, an error matching
 // ErrNotAcquired and ctx.Err(). A failed attempt is undone on every node, whatever ctx.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {

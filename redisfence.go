@@ -15,7 +15,9 @@ import (
 // fencing token it has admitted for a data key: HighestTokenPrefix + key when key has a Redis
 // Cluster hash tag (a non-empty {…}), else HighestTokenPrefix + "{" + key + "}". Either way the
 // token key is in the data key's cluster hash slot, so one script can touch both. Data keys may
-// not start with HighestTokenPrefix, [FencePrefix] or [SlotCounterPrefix].
+// not start with HighestTokenPrefix, [FencePrefix] or [SlotCounterPrefix], and lock keys may not
+// start with HighestTokenPrefix. A token key that holds anything but a token (written by
+// another program) makes every fenced write of its data key fail with an error that says so.
 const HighestTokenPrefix = "redlock:highest:"
 
 // maxHSetFields bounds the field-value pairs of one [RedisFence.HSet]: the script passes them to
@@ -74,7 +76,8 @@ func NewRedisFence(client redis.UniversalClient) *RedisFence {
 //   - a *StaleTokenError (errors.Is(err, ErrStaleToken)) with Highest set when a higher token
 //     was admitted before: nothing was written, and the caller must stop working under its lock;
 //   - an error matching ErrInvalidArgument, with nothing sent, for a nil client, an empty key, a
-//     key that starts with [HighestTokenPrefix] or [FencePrefix], a key longer than [MaxKeyLen],
+//     key that starts with [HighestTokenPrefix], [FencePrefix] or [SlotCounterPrefix], a key
+//     longer than [MaxKeyLen],
 //     or a zero token;
 //   - a go-redis or network error (wrapping ctx.Err() when ctx ended): the write may or may not
 //     have been applied. Repeating Set with the same token and value is harmless; read the key
