@@ -13,7 +13,9 @@ import (
 // version in package model on the same inputs, and requires the same reply and the same
 // state after: the lock key's holder and both counters. Inputs: both layouts, the key
 // absent, ours or another holder's, each counter missing or at values below, equal to and
-// above the seed and the target.
+// above the seed and the target. The key layout's inputs also run the acquire and raise of
+// the version before counter layouts (testdata/legacy) against model.OldAcquire and
+// model.OldRaise.
 func TestModelScriptsMatchLua(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	rc := cluster.ClientsT(t)[0]
@@ -87,13 +89,20 @@ func TestModelScriptsMatchLua(t *testing.T) {
 		}
 		return v
 	}
+	evalSrc := func(src string, keys []string, argv ...any) int64 {
+		v, err := rc.Eval(ctx, src, keys, argv...).Int64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
 	compare := func(what string, in input, got, want int64, gotK, wantK model.Key) {
 		t.Helper()
 		if got != want || gotK != wantK {
 			t.Fatalf("%s on %+v: Lua %d %+v, model %d %+v", what, in, got, gotK, want, wantK)
 		}
 	}
-	n := 0
+	n, legacy := 0, 0
 	for _, in := range inputs {
 		slot := in.layout == SlotCounters
 		start := model.Key{Holder: in.holder, Own: in.own, Other: in.oth}
@@ -145,10 +154,28 @@ func TestModelScriptsMatchLua(t *testing.T) {
 		got = run(releaseScript, set.keys, "id1")
 		k = start
 		compare("release", in, got, model.Release(&k, 1), read(own, other), k)
+
+		// The client of the version before counter layouts (testdata/legacy): its acquire and
+		// raise know only the per-key counter L, the own counter of the key layout's inputs,
+		// and must leave the slot counter (Other) as it is.
+		if in.layout == KeyCounters {
+			own, other = setUp(in)
+			got = evalSrc(legacyAcquireSrc, []string{set.keys[0], own}, "id1", 60000, in.arg, 0)
+			if got < 0 {
+				got = 0
+			}
+			k = start
+			compare("legacy acquire", in, got, model.OldAcquire(&k, 1, in.arg), read(own, other), k)
+			own, other = setUp(in)
+			got = evalSrc(legacyRaiseSrc, []string{set.keys[0], own}, "id1", in.arg, 0)
+			k = start
+			compare("legacy raise", in, got, model.OldRaise(&k, 1, in.arg), read(own, other), k)
+			legacy++
+		}
 		n++
 	}
-	if n != len(inputs) || n < 1000 {
-		t.Fatalf("ran %d of %d inputs", n, len(inputs))
+	if n != len(inputs) || n < 1000 || legacy != n/2 {
+		t.Fatalf("ran %d of %d inputs, %d with the legacy scripts", n, len(inputs), legacy)
 	}
-	t.Logf("%d inputs × 6 scripts agree", n)
+	t.Logf("%d inputs × 6 scripts agree, and %d of them × the 2 legacy scripts", n, legacy)
 }

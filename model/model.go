@@ -52,6 +52,7 @@ type ClientConfig struct {
 	Layout       Layout
 	Acquisitions int // acquisitions it starts, at most maxSeq
 	Extends      int // extends per acquisition
+	OnlyKey      int // 0: each acquisition takes any key; k + 1: only key k
 }
 
 // Config bounds one run of the checker.
@@ -70,6 +71,16 @@ type Config struct {
 	// that key was last given has ended (§5.5's assumptions).
 	Expiry    bool
 	Exclusion bool // check mutual exclusion (only meaningful with at most f amnesic nodes)
+	// Continuity checks design.md §5.10's "a late extend is safe": when an extend wins, no
+	// other acquisition of the key has been granted since this holder's grant. It needs
+	// Exclusion's expiry rule and Timely.
+	Continuity bool
+	// Timely is what the design assumes of request timing: a request of an acquire, or of a
+	// heal, runs on its node before the validity it serves ends, or never (the node timeout
+	// and exec budget are far below a TTL). So when a holder's validity for epoch e ends, its
+	// acquire requests still in flight (e = 0), resends included, and its heals for epochs up
+	// to e are dropped.
+	Timely    bool
 	Seeds     Seeds
 	Mutation  Mutation
 	MaxStates int // stop (and report it) after this many states; 0 for no limit
@@ -140,6 +151,7 @@ type client struct {
 	extends  uint8 // extends started in this acquisition
 	extEpoch int8  // 0 when no extend is in progress
 	ext      [maxN]uint8
+	wins     uint8 // with Continuity: the key's number of grants just after this one's
 }
 
 // Message kinds.
@@ -235,6 +247,9 @@ func (k *checker) successors(s *state) []step {
 		case phIdle:
 			if int(cc.seq) < cfg.Clients[c].Acquisitions {
 				for key := 0; key < cfg.Keys; key++ {
+					if o := cfg.Clients[c].OnlyKey; o != 0 && key != o-1 {
+						continue
+					}
 					t := s.clone()
 					k.startAcquire(t, c, key)
 					add(k.f("c%d: start acquire #%d of k%d (seed %s)", c, cc.seq+1, key, k.seedText(s)), t)
@@ -266,6 +281,9 @@ func (k *checker) successors(s *state) []step {
 				// extend's from its start) is over.
 				t := s.clone()
 				t.cl[c].ended++
+				if cfg.Timely {
+					t.dropLate(c, t.cl[c].ended)
+				}
 				add(k.f("c%d: validity of %s for epoch %d ends", c, id, cc.ended+1), t)
 			}
 			if cc.extEpoch == 0 && int(cc.extends) < cfg.Clients[c].Extends {
@@ -352,6 +370,21 @@ func (s *state) expirable(h hid, e int8) bool {
 		return c.phase != phAcquiring || int(c.seq)-1 != h.seq()
 	}
 	return e <= c.ended
+}
+
+// dropLate removes the requests of client c's current acquisition that may no longer run
+// now that its validity for epoch e has ended: its acquire requests (e = 0) and its heals
+// for epochs up to e (Config.Timely).
+func (s *state) dropLate(c int, e int8) {
+	seq := s.cl[c].seq - 1
+	out := s.msgs[:0:0]
+	for _, m := range s.msgs {
+		if int(m.client) == c && m.seq == seq && ((m.kind == mAcquire && e == 0) || (m.kind == mHeal && int8(m.arg2) <= e)) {
+			continue
+		}
+		out = append(out, m)
+	}
+	s.msgs = out
 }
 
 func (s *state) acquireInFlight(r msg) bool {
@@ -728,6 +761,9 @@ func (k *checker) win(s *state, c int, lbl string) string {
 	}
 	cc.phase = phHolding
 	cc.token = t
+	if k.cfg.Continuity {
+		cc.wins = s.nwon[key]
+	}
 	cc.valid, cc.ended = 0, -1
 	// The tally is done: replies still to come change nothing (a Lock releases every node).
 	cc.st, cc.cnt, cc.mayHold, cc.target = [maxN]uint8{}, [maxN]int16{}, [maxN]bool{}, 0
@@ -791,6 +827,14 @@ func (k *checker) decideExtend(s *state, c int) string {
 	}
 	switch {
 	case ones >= k.cfg.Q && cc.extEpoch > cc.ended:
+		if k.cfg.Continuity && s.nwon[cc.key] != cc.wins && s.violation == "" {
+			late := ""
+			if cc.valid <= cc.ended {
+				late = " after its validity had ended"
+			}
+			s.violation = fmt.Sprintf("continuity broken: the extend of c%d (token %d) wins%s, but k%d was granted to another acquisition since c%d's grant",
+				c, cc.token, late, cc.key, c)
+		}
 		var healed []string
 		for i := 0; i < k.cfg.N; i++ {
 			if cc.ext[i] == exZero && k.cfg.Clients[c].Layout != OldClient {

@@ -6,44 +6,81 @@ import (
 	"testing"
 )
 
-// large runs the bigger bounds (REDLOCK_MODEL_LARGE=1); the default keeps go test ./model/
-// under a minute on two cores.
-var large = os.Getenv("REDLOCK_MODEL_LARGE") == "1"
+// large runs the bigger bounds (REDLOCK_MODEL_LARGE=1, or 2 for the huge ones too); the
+// default keeps go test ./model/ under a minute on two cores, and under -race (raceBuild)
+// only the cheap configurations run, so that go test -race ./... stays within CI's budget.
+var (
+	large = os.Getenv("REDLOCK_MODEL_LARGE") == "1" || huge
+	huge  = os.Getenv("REDLOCK_MODEL_LARGE") == "2"
+)
+
+// tier says which runs include a configuration.
+type tier uint8
+
+const (
+	cheap  tier = iota // every run, -race included
+	normal             // the default run without -race, and the large run
+	big                // only with REDLOCK_MODEL_LARGE=1 or 2
+	// only with REDLOCK_MODEL_LARGE=2: searches that did not finish on two cores and 23 GB
+	// (more than 16 GB, or more than 4 minutes), kept for a bigger machine
+	gigantic
+)
+
+func (t tier) included() bool {
+	switch t {
+	case cheap:
+		return true
+	case normal:
+		return !raceBuild || large
+	case big:
+		return large
+	}
+	return huge
+}
 
 func two(l1, l2 Layout, acq int) []ClientConfig {
 	return []ClientConfig{{Layout: l1, Acquisitions: acq}, {Layout: l2, Acquisitions: acq}}
 }
 
+// extender and other: a holder that extends once (its extend may start after its validity
+// has ended), and a client that acquires the same key once without extending.
+var (
+	extender = ClientConfig{Layout: SlotLayout, Acquisitions: 1, Extends: 1}
+	other    = ClientConfig{Layout: SlotLayout, Acquisitions: 1}
+)
+
+type tiered struct {
+	tier tier
+	cfg  Config
+}
+
 // realConfigs are run with the real rules: none may find a counterexample.
-func realConfigs() []Config {
-	cs := []Config{
-		{Name: "N3 Q2 mutual exclusion, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true},
-	}
-	if large {
-		cs = append(cs,
-			Config{Name: "N3 Q2 slot+key, expiry, timeouts", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true},
-			Config{Name: "N3 Q2 two keys of one slot, slot+slot, expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true},
-			Config{Name: "N3 Q3 (f=1) amnesia 1, constant seeds, slot+key", N: 3, Q: 3, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Amnesia: 1, Expiry: true},
-			Config{Name: "N3 Q2 upgrade step 1: old+key, constant seeds", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, KeyLayout, 1), Expiry: true, Lose: true},
-			Config{Name: "N3 Q2 upgrade step 2: key+slot, two keys, constant seeds", N: 3, Q: 2, Keys: 2, Clients: two(KeyLayout, SlotLayout, 1), Expiry: true},
-			Config{Name: "N3 Q2 old+slot, clock advancing", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, SlotLayout, 1), Expiry: true, Seeds: FreshSeeds},
-			Config{Name: "N3 Q2 amnesia 1, clock advancing, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1, Seeds: FreshSeeds},
-		)
-	}
-	if large {
-		cs = append(cs,
-			Config{Name: "N3 Q2 mutual exclusion, extend+heal", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{{SlotLayout, 1, 1}, {SlotLayout, 1, 1}}, Expiry: true, Exclusion: true, MaxStates: 20000000},
-			Config{Name: "N3 Q2 slot+key, 2 acquisitions each, resend", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 2), Expiry: true, Resends: 1},
-			Config{Name: "N5 Q4 (f=1) amnesia 1, constant seeds, slot+slot", N: 5, Q: 4, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1},
-			Config{Name: "N5 Q3 slot+key, expiry", N: 5, Q: 3, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true},
-			Config{Name: "N3 Q2 three clients slot/slot/key", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{{SlotLayout, 1, 0}, {SlotLayout, 1, 0}, {KeyLayout, 1, 0}}, Expiry: true},
-		)
-	}
-	return cs
+var realConfigs = []tiered{
+	{cheap, Config{Name: "N2 Q2 continuity, a late extend and another acquisition", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true}},
+	{cheap, Config{Name: "N3 Q2 slot+key", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1)}},
+	{cheap, Config{Name: "N2 Q2 slot+key, two keys of one slot, expiry", N: 2, Q: 2, Keys: 2, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true}},
+	{normal, Config{Name: "N3 Q2 slot+slot, two keys, no expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1)}},
+	{normal, Config{Name: "N3 Q2 mutual exclusion, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true}},
+	{big, Config{Name: "N2 Q2 continuity, 2 extends + 1 extend, a resend", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{{Layout: SlotLayout, Acquisitions: 1, Extends: 2}, extender}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Resends: 1}},
+	{big, Config{Name: "N3 Q2 slot+key, expiry, timeouts", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true}},
+	{big, Config{Name: "N3 Q2 two keys of one slot, slot+slot, expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true}},
+	{big, Config{Name: "N3 Q3 (f=1) amnesia 1, constant seeds, slot+key", N: 3, Q: 3, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Amnesia: 1, Expiry: true}},
+	{big, Config{Name: "N3 Q2 upgrade step 1: old+key, constant seeds", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, KeyLayout, 1), Expiry: true, Lose: true}},
+	{big, Config{Name: "N3 Q2 upgrade step 2: key+slot, two keys, constant seeds", N: 3, Q: 2, Keys: 2, Clients: two(KeyLayout, SlotLayout, 1), Expiry: true}},
+	{gigantic, Config{Name: "N3 Q2 old+slot, clock advancing", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, SlotLayout, 1), Expiry: true, Seeds: FreshSeeds}},
+	{big, Config{Name: "N3 Q2 amnesia 1, clock advancing, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1, Seeds: FreshSeeds}},
+	{gigantic, Config{Name: "N3 Q2 slot+key, 2 acquisitions each, resend", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 2), Expiry: true, Resends: 1}},
+	{gigantic, Config{Name: "N5 Q4 (f=1) amnesia 1, constant seeds, slot+slot", N: 5, Q: 4, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1}},
+	{gigantic, Config{Name: "N5 Q3 slot+key, expiry", N: 5, Q: 3, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true}},
+	{gigantic, Config{Name: "N3 Q2 three clients slot/slot/key", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{{Layout: SlotLayout, Acquisitions: 1}, {Layout: SlotLayout, Acquisitions: 1}, {Layout: KeyLayout, Acquisitions: 1}}, Expiry: true}},
 }
 
 func TestModelRealRules(t *testing.T) {
-	for _, cfg := range realConfigs() {
+	for _, c := range realConfigs {
+		if !c.tier.included() {
+			continue
+		}
+		cfg := c.cfg
 		t.Run(cfg.Name, func(t *testing.T) {
 			r := Check(cfg)
 			t.Logf("%s: %d states, depth %d, %v, truncated %v", cfg.Name, r.States, r.Depth, r.Elapsed, r.Truncated)
@@ -57,32 +94,99 @@ func TestModelRealRules(t *testing.T) {
 	}
 }
 
-// TestModelFindsMutations: each broken rule must give a counterexample; a checker that
-// cannot fail proves nothing.
+// mutations: each broken rule must give a counterexample to the invariant named by want; a
+// checker that cannot fail proves nothing.
+var mutations = []struct {
+	tier tier
+	cfg  Config
+	want string
+}{
+	{cheap, Config{Name: "constant seeds, amnesia, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1}, "claim U"},
+	{cheap, Config{Name: "raise without key-still-ours, N2 Q2", N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Mutation: RaiseNotOurs}, "claim"},
+	{normal, Config{Name: "raise without key-still-ours, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Mutation: RaiseNotOurs}, "claim"},
+	{normal, Config{Name: "amnesia with f=1 assumed, quorum not raised, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1, Exclusion: true, Seeds: FreshSeeds}, "mutual exclusion"},
+	{cheap, Config{Name: "old+slot, frozen clock", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, SlotLayout, 1)}, "claim"},
+	{cheap, Config{Name: "extend re-creates an expired key, N2 Q2", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Mutation: ExtendRecreates}, "continuity"},
+	{cheap, Config{Name: "extend overwrites another holder's key, N2 Q2", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Mutation: ExtendOverwrites}, "continuity"},
+	{normal, Config{Name: "extend overwrites another holder's key, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Mutation: ExtendOverwrites}, "mutual exclusion"},
+	{big, Config{Name: "extend re-creates an expired key, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Mutation: ExtendRecreates}, "continuity"},
+	// Not a broken rule but a dropped assumption: without Timely, A's acquire may reach a
+	// node after A's grant and after another holder has come and gone there.
+	{big, Config{Name: "continuity without the timing assumption, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true}, "continuity"},
+	{big, Config{Name: "constant seeds, amnesia, N5 Q3", N: 5, Q: 3, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1}, "claim U"},
+}
+
 func TestModelFindsMutations(t *testing.T) {
-	cs := []struct {
-		cfg  Config
-		want string
-	}{
-		{Config{Name: "constant seeds, amnesia, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1}, "claim U"},
-		{Config{Name: "raise without key-still-ours", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Mutation: RaiseNotOurs}, "claim"},
-		{Config{Name: "amnesia with f=1 assumed, quorum not raised, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1, Exclusion: true, Seeds: FreshSeeds}, "mutual exclusion"},
-		{Config{Name: "old+slot, frozen clock", N: 3, Q: 2, Keys: 1, Clients: two(OldClient, SlotLayout, 1)}, "claim"},
-		{Config{Name: "raise lowers a counter above the target, two keys of one slot", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Mutation: RaiseLowers}, "claim"},
-	}
-	if large {
-		cs = append(cs, struct {
-			cfg  Config
-			want string
-		}{Config{Name: "constant seeds, amnesia, N5 Q3", N: 5, Q: 3, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1}, "claim U"})
-	}
-	for _, c := range cs {
+	for _, c := range mutations {
+		if !c.tier.included() {
+			continue
+		}
 		t.Run(c.cfg.Name, func(t *testing.T) {
 			r := Check(c.cfg)
 			t.Logf("%s: %d states, %v, trace of %d steps:\n%s", c.cfg.Name, r.States, r.Elapsed, len(r.Trace)-1, strings.Join(r.Trace, "\n"))
-			if !strings.Contains(r.Violation, c.want) {
+			if !strings.HasPrefix(r.Violation, c.want) {
 				t.Fatalf("want a counterexample to %q, got %q (%d states, truncated %v)", c.want, r.Violation, r.States, r.Truncated)
 			}
 		})
+	}
+}
+
+// raiseLowersSchedule breaks "counters never decrease" with the RaiseLowers mutation: c0's
+// raise of k0 (target 2) reaches n0 after c1's acquisition of k1, in the same slot, lifted
+// the shared counter C there to 3 and won token 3 on n0 and n2; the mutated raise sets C back
+// to 2, and c1's next acquisition of k1 mints 3 again on n0 and on n1 (2 since c0's
+// acquire). The search cannot reach it: the shortest run is 26 steps deep, and breadth first
+// the smallest configuration that holds it (c0 acquiring k0 once, c1 acquiring k1 twice,
+// N = 3, Q = 2, no faults) passes 6 million states, and 6.7 GB, at depth 16. So the test
+// follows this one schedule through the model's own steps.
+var raiseLowersSchedule = []string{
+	"c1: start acquire #1 of k1",
+	"c0: start acquire #1 of k0",
+	"n1: acquire.lua(k1, c1#1",
+	"n1: acquire.lua(k0, c0#1",
+	"n0: acquire.lua(k0, c0#1",
+	"c0: n0 answers acquire",
+	"c0: n1 answers acquire", // slow path: target 2, raise n0
+	"n2: acquire.lua(k0, c0#1",
+	"c0: n2 answers acquire", // below the target: raise n2
+	"n2: raise.lua(k0, c0#1",
+	"n2: acquire.lua(k1, c1#1",
+	"n0: acquire.lua(k1, c1#1",
+	"c1: n2 answers acquire",
+	"c1: n0 answers acquire", // slow path: target 3, raise n0
+	"n0: raise.lua(k1, c1#1",
+	"c1: n0 answers raise",   // c1 wins token 3 of k1
+	"n0: raise.lua(k0, c0#1", // C is 3, above the target 2
+	"c0: n0 answers raise",
+	"c1: release c1#1",
+	"n0: release.lua(k1, c1#1",
+	"n1: release.lua(k1, c1#1",
+	"c1: start acquire #2 of k1",
+	"n0: acquire.lua(k1, c1#2",
+	"n1: acquire.lua(k1, c1#2",
+	"c1: n0 answers acquire",
+	"c1: n1 answers acquire",
+}
+
+func TestModelRaiseLowersSchedule(t *testing.T) {
+	cfg := Config{N: 3, Q: 2, Keys: 2, Clients: []ClientConfig{
+		{Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1},
+		{Layout: SlotLayout, Acquisitions: 2, OnlyKey: 2},
+	}}
+	cfg.Mutation = RaiseLowers
+	trace, v, un := Follow(cfg, raiseLowersSchedule)
+	t.Logf("%v, %d steps:\n%s", cfg.Mutation, len(trace)-1, strings.Join(trace, "\n"))
+	if un != "" || !strings.HasPrefix(v, "claim U broken: token 3 of k1") {
+		t.Fatalf("want claim U broken for token 3 of k1, got %q (no step for %q)", v, un)
+	}
+	if !strings.Contains(strings.Join(trace, "\n"), "raise.lua(k0, c0#1, target 2) -> 1   [n0 k0=c0#1 L0=none k1=c1#1 L1=none C=2]") {
+		t.Fatal("the trace does not show the raise lowering C to 2 on n0")
+	}
+	// The same schedule with the real rules: the raise leaves C at 3, the next acquisition
+	// of k1 sees 4 on n0 and has to take the slow path to 4.
+	cfg.Mutation = Real
+	trace, v, un = Follow(cfg, raiseLowersSchedule)
+	if un != "" || v != "" || !strings.Contains(trace[len(trace)-1], "target 4") {
+		t.Fatalf("real rules: violation %q, no step for %q, last step %q", v, un, trace[len(trace)-1])
 	}
 }

@@ -3,8 +3,8 @@
 // raise, extend, heal and release as attempt.go and quorum.go do, a network that delays,
 // reorders, duplicates and loses messages, and faults (a key expiring early, a node
 // restarting empty). It searches every reachable state breadth first and checks claims U
-// and O and, where docs/design.md §5.5 claims it, mutual exclusion after every step
-// (docs/design.md §6). The package does not import the root package: the scripts below are
+// and O and, where docs/design.md §5.5 claims it, mutual exclusion after every step, and
+// where asked the continuity of a late extend (§5.10) (docs/design.md §6). The package does not import the root package: the scripts below are
 // written again in Go from the same rules, and TestModelScriptsMatchLua in the root package
 // runs both on a real redis-server with the same inputs and compares the outputs.
 package model

@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"time"
 )
 
@@ -170,7 +171,7 @@ func (k *checker) encode(s *state, perm []int, b []byte) []byte {
 		b = i16(b, c.floor)
 		b = i16(b, c.target)
 		b = i16(b, c.token)
-		b = append(b, byte(c.epochs), byte(c.valid), byte(c.ended), c.extends, byte(c.extEpoch))
+		b = append(b, byte(c.epochs), byte(c.valid), byte(c.ended), c.extends, byte(c.extEpoch), c.wins)
 	}
 	b = append(b, s.amnesia, s.resends)
 	b = i16(b, s.vmax)
@@ -235,4 +236,31 @@ func (k *checker) encode(s *state, perm []int, b []byte) []byte {
 		b = append(b, col[start[i]:start[i+1]]...)
 	}
 	return b
+}
+
+// Follow runs one schedule instead of a search: from the initial state it takes, for each
+// entry of schedule, the first step whose label begins with that entry. It returns the
+// labels taken, the first invariant broken (empty if none) and the entry that matched no
+// step, if any. It checks a counterexample too deep for the breadth-first search.
+func Follow(cfg Config, schedule []string) (trace []string, violation, unmatched string) {
+	k := &checker{cfg: cfg, labels: true}
+	s := initial(cfg)
+	for _, want := range schedule {
+		var next *state
+		for _, st := range k.successors(s) {
+			if strings.HasPrefix(st.label, want) {
+				trace = append(trace, st.label)
+				next = st.next
+				break
+			}
+		}
+		if next == nil {
+			return trace, "", want
+		}
+		if next.violation != "" {
+			return append(trace, "=> "+next.violation), next.violation, ""
+		}
+		s = next
+	}
+	return trace, "", ""
 }
