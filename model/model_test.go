@@ -190,3 +190,51 @@ func TestModelRaiseLowersSchedule(t *testing.T) {
 		t.Fatalf("real rules: violation %q, no step for %q, last step %q", v, un, trace[len(trace)-1])
 	}
 }
+
+// amnesiaN5Schedule is the restart-amnesia story of the redis.io Redlock page at N = 5, Q = 3:
+// c0 holds a bare quorum of three, one of its nodes restarts empty, and c1 takes the lock on
+// that node and the two c0 never reached while c0 is still valid.
+var amnesiaN5Schedule = []string{
+	"c0: start acquire #1 of k0",
+	"n0: acquire.lua(k0, c0#1",
+	"n1: acquire.lua(k0, c0#1",
+	"n2: acquire.lua(k0, c0#1",
+	"c0: n0 answers acquire",
+	"c0: n1 answers acquire",
+	"c0: n2 answers acquire", // the seeds differ (read as each script runs): slow path, raise n0 n1
+	"n0: raise.lua(k0, c0#1",
+	"n1: raise.lua(k0, c0#1",
+	"c0: n0 answers raise",
+	"c0: n1 answers raise", // c0 wins on n0, n1, n2
+	"n2: restarts empty",
+	"c1: start acquire #1 of k0",
+	"n2: acquire.lua(k0, c1#1",
+	"n3: acquire.lua(k0, c1#1",
+	"n4: acquire.lua(k0, c1#1",
+	"c1: n2 answers acquire",
+	"c1: n3 answers acquire",
+	"c1: n4 answers acquire",
+	"n2: raise.lua(k0, c1#1",
+	"n3: raise.lua(k0, c1#1",
+	"c1: n2 answers raise",
+	"c1: n3 answers raise", // c1 wins on n2, n3, n4 while c0 is valid
+}
+
+// TestModelAmnesiaF1AtQ3 is issue 15's "amnesia at f = 1 with Q = 3": at N = 5 the search does
+// not finish on two cores (REDLOCK_MODEL_LARGE=2), so the known schedule is followed through
+// the model's steps: with the majority quorum Q = 3 one amnesic node breaks mutual exclusion;
+// with the quorum WithAmnesiaTolerance(1) gives, Q = 4, the same schedule decides nothing for
+// c0 after three answers and c1 cannot win on three nodes.
+func TestModelAmnesiaF1AtQ3(t *testing.T) {
+	cfg := Config{N: 5, Q: 3, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1, Exclusion: true, Seeds: FreshSeeds}
+	trace, v, un := Follow(cfg, amnesiaN5Schedule)
+	t.Logf("N5 Q3, %d steps:\n%s", len(trace)-1, strings.Join(trace, "\n"))
+	if un != "" || !strings.HasPrefix(v, "mutual exclusion broken") {
+		t.Fatalf("want mutual exclusion broken, got %q (no step for %q)", v, un)
+	}
+	cfg.Q = 4
+	trace, v, _ = Follow(cfg, amnesiaN5Schedule)
+	if v != "" {
+		t.Fatalf("Q = 4: %s\n%s", v, strings.Join(trace, "\n"))
+	}
+}
