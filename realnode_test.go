@@ -349,7 +349,7 @@ func TestRealAmnesiaTokensStillIncrease(t *testing.T) {
 // aclCommands is the command list docs/operations.md gives for an ACL user of the library
 // (cmd/redlock's TestExecNodesFileAuthACL uses the same list for the CLI): what go-redis
 // sends on connect, the scripts, and the commands the scripts call, RedisFence's included.
-const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del +hset +incrby"
+const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del +hset +incrby +exists +decrby"
 
 // TestRealACLUser runs every library call, the slow path (raise) and RedisFence's writes as
 // a Redis ACL user that may run only the documented commands.
@@ -406,6 +406,17 @@ func TestRealACLUser(t *testing.T) {
 	}
 	if _, err := f.IncrBy(ctx, "acl:n", 5, l.Token()); err != nil {
 		t.Fatalf("fenced incrby: %v", err)
+	}
+	// IncrByAll, including the undo of a leg when a later one cannot be applied.
+	if _, err := f.IncrByAll(ctx, FencedIncr{"{acl}:a", -5, l.Token()}, FencedIncr{"{acl}:b", 5, l.Token()}); err != nil {
+		t.Fatalf("fenced incrby all: %v", err)
+	}
+	admin[0].Set(ctx, "{acl}:c", "not a number", 0)
+	if _, err := f.IncrByAll(ctx, FencedIncr{"{acl}:a", 1, l.Token()}, FencedIncr{"{acl}:new", 1, l.Token()}, FencedIncr{"{acl}:c", 1, l.Token()}); err == nil || strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("fenced incrby all with a bad leg: %v, want the leg's error, not NOPERM", err)
+	}
+	if v, _ := admin[0].Get(ctx, "{acl}:a").Int64(); v != -5 || admin[0].Exists(ctx, "{acl}:new").Val() != 0 {
+		t.Fatalf("the bad leg's transfer was not undone: a = %d", v)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("release as the ACL user: %v", err)
