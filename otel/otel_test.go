@@ -270,14 +270,17 @@ func TestWakeUpsAndHoldTime(t *testing.T) {
 		}
 		got <- err
 	}()
-	// The waiter has made its first attempt (refused) once its queue exists: poll the
-	// metric for the refused acquire attempt.
+	// Wait until the waiter is queued and subscribed: after its first attempt (refused) it
+	// joins the queue and subscribes to the key's channel, and once the subscription is
+	// active it tries once more (the catch-up attempt, refused too). Releasing after only the
+	// first refusal could come before the waiter is queued; the waiter would then get the lock
+	// through its catch-up attempt, which is not a wake-up (flaked in CI).
 	for {
 		var rm metricdata.ResourceMetrics
 		if err := reader.Collect(ctx, &rm); err != nil {
 			t.Fatal(err)
 		}
-		if sums(t, rm, "redlock.acquire.attempt.count", "redlock.outcome")["refused"] > 0 {
+		if sums(t, rm, "redlock.acquire.attempt.count", "redlock.outcome")["refused"] >= 2 {
 			break
 		}
 		select {
