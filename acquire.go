@@ -25,6 +25,8 @@ import (
 // bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
 // elsewhere, too many nodes failed or the validity ran out; when ctx ends, an error matching
 // ErrNotAcquired and ctx.Err(). A failed attempt is undone on every node, whatever ctx.
+// TryAcquire takes a free key even when Acquire calls of other processes are queued for it
+// ([Client.Acquire]).
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalidf("context is nil")
@@ -59,6 +61,11 @@ func (c *Client) observeAcquire(ctx context.Context, set lockKeys, ttl time.Dura
 
 // tryAcquire is TryAcquire and TryAcquireMulti once the arguments are valid.
 func (c *Client) tryAcquire(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
+	return c.tryAcquireQueued(ctx, set, ttl, nil)
+}
+
+// tryAcquireQueued is one attempt, queued in the nodes' queue for the key when qa is not nil.
+func (c *Client) tryAcquireQueued(ctx context.Context, set lockKeys, ttl time.Duration, qa *queueArgs) (*Lock, error) {
 	if l, err := c.join(ctx, set); l != nil || err != nil {
 		return l, err
 	}
@@ -69,7 +76,7 @@ func (c *Client) tryAcquire(ctx context.Context, set lockKeys, ttl time.Duration
 		return nil, err
 	}
 	defer c.end()
-	return c.acquire(ctx, set, newHolderID(), ttl)
+	return c.acquire(ctx, set, newHolderID(), ttl, qa)
 }
 
 // Acquire acquires the lock named key for ttl, retrying until it succeeds, the retry limit
@@ -77,24 +84,21 @@ func (c *Client) tryAcquire(ctx context.Context, set lockKeys, ttl time.Duration
 // of [Client.TryAcquire]; when ctx ends, the error matches ErrNotAcquired, ctx.Err() and,
 // if an attempt was made, the last attempt's *QuorumError.
 //
-// Waiting: the Acquire calls of one Client that wait for the same key queue in arrival
-// order, and only the first of them makes attempts; a new Acquire of a key that already has
-// waiters here joins the back of that queue instead of trying first (no barging). A Release
-// by a Lock of this Client wakes the first waiter at once; a Release by another Client or
-// process wakes it once a quorum of nodes has announced the release on the key's wake-up
-// channel ([WakeChannelPrefix] + key; the Client subscribes to it on every node while it has
-// waiters for the key; see [WithoutWakeups]), typically within a round trip of the release.
-// When waiters of other processes answer the same releases, a woken first waiter gives way
-// to those that have waited longer: before its attempt it waits min(retry delay / 50, 1 ms)
-// for each of the first 8 releases it has not yet lost (at most 8 ms). A wake-up only makes
-// the first waiter try; when none arrives (a node down, an ACL without the channel, a
-// message lost), the first waiter retries after a pause drawn from [d/2, 3d/2) with d the
-// retry delay ([WithRetryDelay]) when the key was held elsewhere, and d doubled for each
-// consecutive attempt that failed without any node reporting a holder (nodes timing out or
-// failing: overload, not contention), up to 32 d or one second, whichever is larger. A retry limit counts this
-// call's own attempts, not its time in the queue. After [Client.Close], Acquire returns
-// ErrClosed (which does not match ErrNotAcquired), at once also for calls that were waiting.
-// Safe for concurrent use.
+// Waiting is first come, first served, across processes: the Acquire calls of one Client
+// for one key queue in arrival order, and only the first of them makes attempts; that one
+// waits in the key's queue on the nodes, ordered by when its Acquire began on the Client's
+// clock, and a node lets only the head of its queue take the key. A release tells the head's
+// process on its turn channel, and the head tries at once (docs/design.md §3.9, §3.10). A
+// waiter that hears nothing (a lost message, a node down) retries after a pause drawn from
+// [d/2, 3d/2), d being the retry delay ([WithRetryDelay]) for the head and the one after it
+// and r·d (at most max(16d, 1 s)) for a waiter r places behind; after attempts that failed
+// with no node reporting a holder (overload), d doubles each time, up to max(32d, 1 s). A
+// queue only ever refuses, so mutual exclusion and tokens do not depend on it; a head that
+// does not come within d/2 of the key being free loses its turn. Without wake-ups
+// ([WithoutWakeups]) there is no queue: waiters of other processes retry at the retry delay.
+// A retry limit counts this call's own attempts, not its time in the queue. After
+// [Client.Close], Acquire returns ErrClosed (which does not match ErrNotAcquired), at once
+// also for calls that were waiting. Safe for concurrent use.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalidf("context is nil")
@@ -124,16 +128,43 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 		return l, 0, err
 	}
 	key := set.waitKey()
+	// A queued Acquire (one key, wake-ups on) waits in the nodes' queue for the key, with
+	// this call's start as its ticket (queue.go).
+	var qa *queueArgs
+	var ticket int64
+	if c.queued(set) {
+		ticket = counterSeed(c.cfg.clock.Now())
+		qa = c.newQueueArgs(set.keys[0], ticket)
+	}
 	var wt *waiter // our place in this client's queue for key, once we are in it
+	subscribed := false
+	subscribe := func() {
+		if !subscribed {
+			subscribed = true
+			c.subscribe(set, qa != nil) // releases by other processes wake the head (wakehub.go)
+		}
+	}
 	defer func() {
+		var last bool // nobody here waits for the key any more
 		if wt != nil {
-			c.wait.leave(set, wt)
+			last = c.wait.leave(set, wt)
+		} else {
+			last = !c.wait.busy(key)
+		}
+		if subscribed {
 			c.unsubscribe(set)
 		}
+		if qa != nil && l == nil && attempts > 0 && last {
+			c.leaveQueue(qa, set.keys[0]) // the place on the nodes is nobody's now
+		}
 	}()
+	if qa != nil {
+		// Before the first attempt, which may queue us: our turn may come at once.
+		subscribe()
+	}
 	join := func() {
-		wt = c.wait.join(set)
-		c.subscribe(set) // releases by other processes wake the head (wakehub.go)
+		wt = c.wait.join(set, ticket)
+		subscribe()
 	}
 	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
 	overloaded := 0       // consecutive attempts that failed without any node reporting a holder (retryPause)
@@ -146,13 +177,16 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 	losses := 0 // attempts made on a wake-up that another contender beat
 	for attempts = 1; ; attempts++ {
 		// Woken by a release while other processes' waiters answer it too: give way to those
-		// that have waited longer (seniorityDelay).
-		woken := wt != nil && wt.woken
+		// that have waited longer (seniorityDelay). Queued waiters are told their turn instead.
+		woken := wt != nil && wt.woken && qa == nil
 		if woken && c.crowded(set) && c.giveWay(ctx, seniorityDelay(c.cfg.retryDelay, losses)) != nil {
 			break
 		}
+		if qa != nil {
+			c.wake.turnReset(set.keys[0]) // this attempt answers for the turns told so far
+		}
 		mark := c.wake.mark() // a release announced from now on gets us another attempt at once
-		l, err = c.tryAcquire(ctx, set, ttl)
+		l, err = c.tryAcquireQueued(ctx, set, ttl, qa)
 		if err == nil {
 			if woken {
 				c.wokenAttempt(set, true, losses)
@@ -189,14 +223,18 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 }
 
 // retryPause is the pause before the next attempt after one that failed with qe: the retry
-// delay, jittered, while the key is contended; doubled for each consecutive attempt that
-// failed without any node reporting a holder (overload, counted in *overloaded).
+// delay, jittered, while the key is contended, or for a queued waiter with others ahead of
+// it the longer pause of queuePause; doubled for each consecutive attempt that failed without
+// any node reporting a holder (overload, counted in *overloaded).
 func (c *Client) retryPause(qe *QuorumError, overloaded *int) time.Duration {
 	if qe != nil && !qe.contended() {
 		*overloaded++
 		return jitter(overloadDelay(c.cfg.retryDelay, *overloaded))
 	}
 	*overloaded = 0
+	if qe != nil && qe.ahead > 0 {
+		return jitter(queuePause(c.cfg.retryDelay, qe.ahead))
+	}
 	return jitter(c.cfg.retryDelay)
 }
 

@@ -38,6 +38,10 @@ type attempt struct {
 	obs    Observer        // nil without WithObserver
 	ctx    context.Context // the acquire's context, for the observer's events
 	raised bool            // a raise was sent
+
+	queue *queueArgs // a queued Acquire (queue.go); nil otherwise
+	setnx bool       // the command is a plain SET NX (WithoutFencing, not queued)
+	ahead int        // the fewest waiters ahead of us that a queued node reported; -1 for none
 }
 
 // deliver receives the transport's events; the channel has room for every event the
@@ -63,11 +67,12 @@ func (a *attempt) observeNode(ev event) {
 	a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, agreed)
 }
 
-// acquire runs one attempt. The caller has validated the arguments and registered the call.
-func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.Duration) (*Lock, error) {
+// acquire runs one attempt, queued when qa is not nil. The caller has validated the
+// arguments and registered the call.
+func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.Duration, qa *queueArgs) (*Lock, error) {
 	n, k := len(c.nodes), len(set.keys)
 	a := &attempt{
-		c: c, set: set, id: id, ttl: ttl,
+		c: c, set: set, id: id, ttl: ttl, queue: qa, ahead: -1,
 		start: c.cfg.clock.Now(),
 		// Per node at most: acquire (timeout + late) and one raise per key (timeout + late).
 		events:   make(chan event, 2*n*(1+k)),
@@ -85,11 +90,12 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 		a.ctx = ctx
 	}
 	var cmd *command
-	if k == 1 && c.cfg.noFencing {
+	if k == 1 && c.cfg.noFencing && qa == nil {
+		a.setnx = true
 		cmd = newSetNXCall(set.keys[0], id, c.keyTTLMillis(ttl))
 	} else {
 		cmd = newAcquireCommand(set, acquireArgs{id: id, px: c.keyTTLMillis(ttl), seed: counterSeed(a.start),
-			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing, layout: c.cfg.layout})
+			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing, layout: c.cfg.layout, queue: qa})
 	}
 	for i := range c.nodes {
 		a.acq[i] = cmd.newCall(tagAcquire, a)
@@ -248,7 +254,7 @@ func (a *attempt) apply(ev event) {
 	if ev.out == late {
 		// The node was counted as failed at its timeout; only the undo needs to know.
 		a.returned[i] = true
-		a.mayHold[i] = err != nil || counters != nil || a.c.cfg.noFencing
+		a.mayHold[i] = err != nil || counters != nil || a.setnx
 		return
 	}
 	a.returned[i] = true
@@ -258,7 +264,7 @@ func (a *attempt) apply(ev event) {
 		a.nodeErrs[i] = a.c.nodeErr(i, err)
 		a.c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", err)
 		a.each(func(t *acquireTally) { t.failed(i) })
-	case counters == nil && a.c.cfg.noFencing && len(a.tallies) == 1:
+	case counters == nil && a.setnx:
 		// A plain SET NX cannot tell whose key is there: it may be ours, set by a call that
 		// go-redis resent after losing the reply. The undo releases it; the release only
 		// deletes a key holding our id.
@@ -266,7 +272,14 @@ func (a *attempt) apply(ev event) {
 		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: -1})
 		a.each(func(t *acquireTally) { t.refused(i) })
 	case counters == nil:
-		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: left, key: heldKey})
+		h := heldError{left: left, key: heldKey, ahead: -1}
+		if a.queue != nil {
+			h.left, h.ahead = left>>16, int(left&0xffff)
+			if a.ahead < 0 || h.ahead < a.ahead {
+				a.ahead = h.ahead
+			}
+		}
+		a.nodeErrs[i] = a.c.nodeErr(i, h)
 		a.each(func(t *acquireTally) { t.refused(i) })
 	default:
 		a.mayHold[i] = true
@@ -287,7 +300,8 @@ func (a *attempt) each(f func(*acquireTally)) {
 
 // reply decodes an acquire reply: the counters of the keys when our keys were set (one per
 // key), or nil and the remaining milliseconds of the other holder's key (and, for a
-// multi-key lock, which key that is).
+// multi-key lock, which key that is; for a queued one, that times 65536 plus the waiters
+// ahead of us, as acquire.lua encodes it).
 func (a *attempt) reply(ev event) (counters []int64, left int64, heldKey string, err error) {
 	if ev.err != nil {
 		return nil, 0, "", ev.err
@@ -343,12 +357,19 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 		}
 	}
 	err.Nodes = collectNodeErrors(a.nodeErrs)
-	// No wake-up channel: the undo frees the key silently. The contenders it would wake are
-	// mostly the ones whose simultaneous attempts split the vote; their jittered retry pauses
-	// spread them out again, where a wake-up would send them all back at the same moment
-	// (docs/design.md, "Wake-ups").
-	rel := newReleaseCommand(a.set, a.id, false)
-	undo := &undoLog{c: a.c, key: a.set.keys[0], obs: a.obs, ctx: a.ctx}
+	err.ahead = a.ahead
+	// A queued attempt's undo puts its place back where its key was set (acquire.lua took it
+	// out there), with the same ticket, so the place stays where it was, and tells the head
+	// of the queue there that the key is free: after a split vote, the contenders' undos
+	// together tell the one that is first everywhere, which is the only one to try again at
+	// once (design.md §3.10). Nothing is announced on the key's channel: the contenders it
+	// would wake are mostly the ones whose simultaneous attempts split the vote.
+	ra := releaseArgs{}
+	if q := a.queue; q != nil {
+		ra = releaseArgs{turn: true, member: q.member, ticket: q.ticket, live: q.live}
+	}
+	rel := newReleaseCommand(a.set, a.id, ra)
+	undo := &undoLog{c: a.c, key: a.set.keys[0], obs: a.obs, ctx: a.ctx, queued: a.queue != nil}
 	pr := a.c.pending.begin(a.set.keys, len(a.acq))
 	for i, acq := range a.acq {
 		switch {
@@ -377,13 +398,17 @@ func (a *attempt) undoCall(pr *pendingRelease, i int, rel *command, undo *undoLo
 
 // undoLog reports undos that did not reach their node.
 type undoLog struct {
-	c   *Client
-	key string
-	obs Observer // nil without one
-	ctx context.Context
+	c      *Client
+	key    string
+	obs    Observer // nil without one
+	ctx    context.Context
+	queued bool // a queued attempt: a reply of 2 says our waiter is the head there now
 }
 
 func (u *undoLog) deliver(ev event) {
+	if u.queued && ev.err == nil && ev.val == 2 {
+		u.c.wake.turnFrom(u.key, ev.node)
+	}
 	if u.obs != nil && firstOutcome(ev) {
 		u.c.observeNode(u.obs, u.ctx, OpUndo, ev, ev.err == nil && ev.val == 1)
 	}

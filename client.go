@@ -15,6 +15,7 @@ type Client struct {
 	nodes  []node
 	quorum int
 	cfg    config
+	id     string // random, 128 bits in hex: this Client's member in the nodes' waiter queues (queue.go)
 
 	mu        sync.RWMutex // guards closed against bg.Add racing with Close's Wait
 	closed    bool
@@ -62,12 +63,12 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nodes: ns, quorum: q, cfg: cfg, closeDone: make(chan struct{}), held: map[*Lock]struct{}{}}
+	c := &Client{nodes: ns, quorum: q, cfg: cfg, id: newHolderID(), closeDone: make(chan struct{}), held: map[*Lock]struct{}{}}
 	for i := range c.nodes {
 		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
 	}
 	c.renewer.c = c
-	c.wake.c, c.wake.linger = c, wakeLinger
+	c.wake.c, c.wake.linger, c.wake.turnLinger = c, wakeLinger, turnLinger
 	if err := c.checkDistinct(); err != nil {
 		c.Close()
 		return nil, err

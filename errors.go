@@ -43,6 +43,9 @@ var (
 type heldError struct {
 	left int64
 	key  string // for a multi-key lock: the key that is held; "" for a single key
+	// ahead, for a queued Acquire (queue.go): the waiters ahead of ours in the node's queue
+	// for the key; -1 when the acquire was not queued.
+	ahead int
 }
 
 func (e heldError) Error() string {
@@ -51,6 +54,10 @@ func (e heldError) Error() string {
 		return "key present (held by another holder, or a resent SET of ours)"
 	case e.key != "":
 		return fmt.Sprintf("key %q held by another holder (%d ms left)", quoteKey(e.key), e.left)
+	case e.ahead > 0 && e.left == 0:
+		return fmt.Sprintf("key free, %d waiters ahead in the node's queue", e.ahead)
+	case e.ahead >= 0:
+		return fmt.Sprintf("key held by another holder (%d ms left, %d waiters ahead in the node's queue)", e.left, e.ahead)
 	}
 	return fmt.Sprintf("key held by another holder (%d ms left)", e.left)
 }
@@ -119,6 +126,7 @@ type QuorumError struct {
 	Nodes  *multierror.Error
 
 	sentinel error
+	ahead    int // a queued acquire: the fewest waiters ahead that a node reported; -1 for none
 }
 
 // Error implements error.

@@ -35,6 +35,10 @@ type quorumOp struct {
 	// the op has succeeded (an extend: heal.go); later answers of that kind come one by one.
 	heal func(ctx context.Context, nodes []int)
 
+	// turn, if not nil (a queued release), is told of each node that answered 2: this
+	// Client's next waiter for the key is the head of the key's queue there.
+	turn func(node int)
+
 	mu       sync.Mutex
 	agreed   int
 	refused  int
@@ -86,7 +90,11 @@ func (o *quorumOp) deliver(ev event) {
 		return // counted already as a timeout
 	}
 	i := ev.node
-	notOurs := ev.out == replied && ev.err == nil && ev.val != 1
+	ok := ev.val == 1 || (o.release && ev.val == 2) // release.lua: 2 is 1 with our waiter first in the queue
+	notOurs := ev.out == replied && ev.err == nil && !ok
+	if ev.err == nil && ev.val == 2 && o.turn != nil {
+		o.turn(i)
+	}
 	o.mu.Lock()
 	if o.answered[i] {
 		o.mu.Unlock()
@@ -94,7 +102,7 @@ func (o *quorumOp) deliver(ev event) {
 	}
 	o.answered[i] = true
 	if o.obs != nil {
-		o.c.observeNode(o.obs, o.ctx, OpKind(o.op), ev, ev.err == nil && ev.val == 1)
+		o.c.observeNode(o.obs, o.ctx, OpKind(o.op), ev, ev.err == nil && ok)
 	}
 	if o.decided {
 		healNow := o.ok && notOurs && o.heal != nil
@@ -109,7 +117,7 @@ func (o *quorumOp) deliver(ev event) {
 		o.nodeErrs[i] = o.c.nodeErr(i, ev.err)
 		o.c.cfg.logger.Debug("redlock: node failed", "op", o.op, "key", o.set.logKey(), "node", i, "err", ev.err)
 		o.refused++
-	case ev.val == 1:
+	case ok:
 		o.agreed++
 	default:
 		o.nodeErrs[i] = o.c.nodeErr(i, errNotOurs)

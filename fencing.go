@@ -24,12 +24,15 @@ func (t Token) String() string { return strconv.FormatUint(uint64(t), 10) }
 const FencePrefix = "redlock:fence:"
 
 // fenceKey returns the name of the per-key fence counter of a lock key, in the key's cluster
-// slot (slotKey). Lock keys may not start with FencePrefix, SlotCounterPrefix or
-// HighestTokenPrefix (a lock key named like a RedisFence token key would take it over on a
-// node that is also the store).
+// slot (slotKey). Lock keys may not start with any of reservedPrefixes.
 func fenceKey(key string) (string, error) {
-	return slotKey(FencePrefix, key, true, FencePrefix, SlotCounterPrefix, HighestTokenPrefix)
+	return slotKey(FencePrefix, key, true, reservedPrefixes...)
 }
+
+// reservedPrefixes are the prefixes no lock key may start with: the library's own keys on
+// the nodes (fence and slot counters, waiter queues) and RedisFence's token keys, which a
+// lock key of that name would take over on a node that is also the store.
+var reservedPrefixes = []string{FencePrefix, SlotCounterPrefix, HighestTokenPrefix, QueuePrefix, WaitersPrefix}
 
 // counterSeed is the acquiring client's clock in microseconds: the least token of an
 // acquisition with the slot layout, and the value a missing per-key counter starts from.

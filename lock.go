@@ -245,9 +245,12 @@ func (l *Lock) release(ctx context.Context, byClose bool) error {
 		}
 		l.c.forget(l)
 		// Wakes our own waiters now (those for any of the keys, and for sets that hold one);
-		// the nodes' echo of this release is dropped.
+		// the nodes' echo of this release is dropped. A queued waiter for a single key only
+		// when the nodes put it first in the key's queue: otherwise they told the head's
+		// process, and ours waits its turn.
+		queued := l.c.queued(l.set)
 		for _, k := range l.set.keys {
-			l.c.wake.heardFrom(k, l.id, -1)
+			l.c.wake.ownRelease(k, l.id, queued)
 		}
 	}
 	return err
@@ -276,7 +279,17 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 	l.mu.Lock()
 	after := l.last
 	l.mu.Unlock()
-	o.after, o.cmd, o.release = after, newReleaseCommand(l.set, l.id, !l.c.cfg.noWakeups), true
+	ra := releaseArgs{announce: !l.c.cfg.noWakeups, turn: !l.c.cfg.noWakeups}
+	if l.c.queued(l.set) {
+		// The nodes' queue for the key: our next waiter takes our place there, or the place
+		// goes; a node that answers that our waiter is the head now tells it its turn
+		// (queue.go).
+		ra.member, ra.ticket, ra.live = l.c.id, l.c.wait.headTicket(l.key), queueLive(l.c.cfg.retryDelay).Milliseconds()
+		o.turn = func(node int) { l.c.wake.turnFrom(l.key, node) }
+	} else if len(l.set.keys) > 1 && !l.c.cfg.noWakeups {
+		ra.member = l.c.id // each key's queue: its head is told
+	}
+	o.after, o.cmd, o.release = after, newReleaseCommand(l.set, l.id, ra), true
 	err := l.c.runQuorumOp(waitCtx, o, nil)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())

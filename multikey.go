@@ -50,8 +50,9 @@ func (c *Client) TryAcquireMulti(ctx context.Context, keys []string, ttl time.Du
 // does until it succeeds, the retry limit is reached or ctx ends. Arguments and errors are
 // those of [Client.TryAcquireMulti]. Waiters of this Client for the same set of keys (in the
 // same order) queue in arrival order; a release of any of the keys, by this Client or
-// announced by another (wake-ups, docs/design.md §3.9), wakes the first of them. Safe for
-// concurrent use.
+// announced by another (wake-ups, docs/design.md §3.9), wakes the first of them. Unlike
+// [Client.Acquire] of one key, it does not wait in the nodes' queues (docs/design.md §3.10):
+// it takes the keys whenever all are free. Safe for concurrent use.
 func (c *Client) AcquireMulti(ctx context.Context, keys []string, ttl time.Duration) (*MultiLock, error) {
 	ttl, set, err := c.multiArgs(ctx, keys, ttl)
 	if err != nil {

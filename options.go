@@ -322,10 +322,12 @@ func WithLockDelay(d time.Duration) Option {
 }
 
 // WithoutWakeups turns the cross-process wake-ups off: a Release no longer publishes on the
-// key's wake-up channel ([WakeChannelPrefix] + key) and the Client subscribes to no channel,
-// so Acquire calls waiting for a lock held by another process (or another Client) retry
-// only after their retry pause ([WithRetryDelay]), as before wake-ups existed. Waiters of the
-// same Client are still woken at once by its own releases. Meant for servers where pub/sub
+// key's wake-up channel ([WakeChannelPrefix] + key) nor tells the head of the key's waiter
+// queue, the Client subscribes to no channel, and its Acquire calls do not wait in the
+// nodes' queues (nobody would tell them their turn), so Acquire calls waiting for a lock held
+// by another process (or another Client) retry only after their retry pause
+// ([WithRetryDelay]), as before wake-ups existed. Waiters of the same Client are still woken
+// at once by its own releases. Meant for servers where pub/sub
 // is unwanted (an ACL without channels that should not log a denied PUBLISH per release,
 // say; docs/operations.md) and for measuring the difference. Mutual exclusion and tokens are
 // the same either way: a wake-up only triggers an attempt. Default: wake-ups on.

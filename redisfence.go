@@ -324,7 +324,7 @@ func highestKey(key string) (string, error) {
 	// refuse a write (the record holds the higher of the two keys' tokens), never admit a stale
 	// one, whereas a new name for "{x}" would start from an empty record after an upgrade and
 	// admit a stale holder's write once.
-	return slotKey(HighestTokenPrefix, key, false, HighestTokenPrefix, FencePrefix, SlotCounterPrefix)
+	return slotKey(HighestTokenPrefix, key, false, reservedPrefixes...)
 }
 
 // parseReplyToken reads a token that a script returned as a bulk string.

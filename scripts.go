@@ -18,16 +18,24 @@ import (
 //go:embed lua/counters.lua
 var countersSrc string
 
+// queue.lua: the waiter queue's rules (qgate, qtaken, qhandoff, ...), put in front of the
+// scripts that use a key's queue: acquire, release, release_multi and leave.
+//
+//go:embed lua/queue.lua
+var queueSrc string
+
 // acquire.lua (one key) and acquire_multi.lua (several, all or none): KEYS are the lock keys
-// each followed by its own and its other fence counter (lockKeys.triples); ARGV id, the keys'
-// PX, the seed, the counter's idle TTL, (multi only) "1" to mint tokens or "0" without
-// fencing, and "1" for the slot layout or "0" for the per-key layout.
+// each followed by its own and its other fence counter (lockKeys.triples), then for a queued
+// Acquire of one key its queue and waiters hash; ARGV id, the keys' PX, the seed, the
+// counter's idle TTL, (multi only) "1" to mint tokens or "0" without fencing, and "1" for
+// the slot layout or "0" for the per-key layout; for a queued Acquire then the Client's id,
+// its ticket, the place's liveness, the grace and "1" to mint a token.
 var (
 	//go:embed lua/acquire.lua
 	acquireSrc string
 	//go:embed lua/acquire_multi.lua
 	acquireMultiSrc    string
-	acquireScript      = newLua(countersSrc + acquireSrc)
+	acquireScript      = newLua(countersSrc + queueSrc + acquireSrc)
 	acquireMultiScript = newLua(countersSrc + acquireMultiSrc)
 )
 
@@ -37,12 +45,18 @@ type acquireArgs struct {
 	px         int64 // the keys' PX (keyTTLMillis)
 	seed       int64 // counterSeed
 	idleMillis int64 // counterIdleMillis
-	fenced     bool  // multi only: mint tokens
+	fenced     bool  // mint tokens (multi, and a queued single key)
 	layout     CounterLayout
+	queue      *queueArgs // a queued Acquire of one key; nil otherwise
 }
 
 func newAcquireCommand(set lockKeys, a acquireArgs) *command {
 	slot := argFlag(a.layout == SlotCounters)
+	if q := a.queue; q != nil {
+		keys := append(set.triples(a.layout), q.keys.queue, q.keys.waiters)
+		return newScriptCall(acquireScript, keys, a.id, a.px, a.seed, a.idleMillis, slot,
+			q.member, q.ticket, q.live, q.grace, argFlag(a.fenced), turnChannelPrefix)
+	}
 	if len(set.keys) == 1 {
 		return newScriptCall(acquireScript, set.triples(a.layout), a.id, a.px, a.seed, a.idleMillis, slot)
 	}
@@ -73,28 +87,77 @@ func newRaiseCommand(set lockKeys, k int, a raiseArgs) *command {
 		argFlag(a.layout == SlotCounters))
 }
 
-// release.lua (one key) and release_multi.lua: KEYS the lock keys; ARGV id and, to announce
-// the release to other processes' waiters (wakehub.go), the key's wake-up channel (multi:
-// the channel prefix). The undo of a failed acquire does not announce.
+// release.lua (one key) and release_multi.lua: KEYS the lock keys, with the queues each
+// key's queue and waiters hash; ARGV id and, to announce the release to other processes'
+// waiters (wakehub.go), the key's wake-up channel (multi: the channel prefix), then with the
+// queues the turn channel prefix, the Client's id and what becomes of its place. The undo
+// of a failed acquire does not announce.
 var (
 	//go:embed lua/release.lua
 	releaseSrc string
 	//go:embed lua/release_multi.lua
 	releaseMultiSrc    string
-	releaseScript      = newLua(releaseSrc)
-	releaseMultiScript = newLua(releaseMultiSrc)
+	releaseScript      = newLua(queueSrc + releaseSrc)
+	releaseMultiScript = newLua(queueSrc + releaseMultiSrc)
 )
 
-func newReleaseCommand(set lockKeys, id string, announce bool) *command {
-	switch {
-	case len(set.keys) > 1 && announce:
-		return newScriptCall(releaseMultiScript, set.keys, id, WakeChannelPrefix)
-	case len(set.keys) > 1:
+// releaseArgs are what a release (or an undo) tells the nodes beyond the holder id.
+type releaseArgs struct {
+	announce bool   // publish on the keys' wake-up channels
+	turn     bool   // tell the head of each key's queue that its turn has come
+	member   string // the Client's id, for the queues; "" for no queue work
+	// ticket, for a single key: the ticket of this Client's next waiter for the key, which
+	// takes its place in the queue; 0 when it has none (its place is removed). An undo gives
+	// the failed attempt's own ticket, so that the place it had is kept.
+	ticket int64
+	live   int64 // ms, the place's liveness when ticket is set
+}
+
+func newReleaseCommand(set lockKeys, id string, a releaseArgs) *command {
+	n := len(set.keys)
+	if n > 1 {
+		switch {
+		case a.member != "" && a.announce && a.turn:
+			keys := make([]string, 0, 3*n)
+			keys = append(keys, set.keys...)
+			for _, k := range set.keys {
+				q := newQueueKeys(k)
+				keys = append(keys, q.queue, q.waiters)
+			}
+			return newScriptCall(releaseMultiScript, keys, id, WakeChannelPrefix, n, turnChannelPrefix, a.member)
+		case a.announce:
+			return newScriptCall(releaseMultiScript, set.keys, id, WakeChannelPrefix)
+		}
 		return newScriptCall(releaseMultiScript, set.keys, id)
-	case announce:
-		return newScriptCall(releaseScript, set.keys, id, wakeChannel(set.keys[0]))
 	}
-	return newScriptCall(releaseScript, set.keys, id)
+	channel, prefix := "", ""
+	if a.announce {
+		channel = wakeChannel(set.keys[0])
+	}
+	if a.turn {
+		prefix = turnChannelPrefix
+	}
+	if a.member == "" {
+		if a.announce {
+			return newScriptCall(releaseScript, set.keys, id, channel)
+		}
+		return newScriptCall(releaseScript, set.keys, id)
+	}
+	q := newQueueKeys(set.keys[0])
+	return newScriptCall(releaseScript, []string{set.keys[0], q.queue, q.waiters}, id, channel, prefix,
+		a.member, a.ticket, a.live)
+}
+
+// leave.lua: KEYS the lock key, its queue and waiters hash; ARGV the Client's id, the turn
+// channel prefix and a message id.
+var (
+	//go:embed lua/leave.lua
+	leaveSrc    string
+	leaveScript = newLua(queueSrc + leaveSrc)
+)
+
+func newLeaveCommand(key string, q queueKeys, member, msgID string) *command {
+	return newScriptCall(leaveScript, []string{key, q.queue, q.waiters}, member, turnChannelPrefix, msgID)
 }
 
 // extend.lua (one key) and extend_multi.lua (every key or none): KEYS the lock keys; ARGV id

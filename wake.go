@@ -64,6 +64,8 @@ type waiter struct {
 	mark   uint64
 	marked bool // mark is set; a waiter that joined without attempting takes it as head
 	woken  bool // waitTurn returned for a release, not because the pause ran out
+
+	ticket int64 // its ticket in the nodes' queue for the key (queue.go), 0 if not queued
 }
 
 func pokeWaiter(w *waiter) {
@@ -80,10 +82,11 @@ func (q *waitQueues) busy(key string) bool {
 	return len(q.m[key]) > 0
 }
 
-// join puts a new waiter at the back of the queue of set (set.waitKey()).
-func (q *waitQueues) join(set lockKeys) *waiter {
+// join puts a new waiter at the back of the queue of set (set.waitKey()), with its ticket
+// in the nodes' queue (0 if it has none).
+func (q *waitQueues) join(set lockKeys, ticket int64) *waiter {
 	key := set.waitKey()
-	w := &waiter{poke: make(chan struct{}, 1)}
+	w := &waiter{poke: make(chan struct{}, 1), ticket: ticket}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.m == nil {
@@ -119,9 +122,19 @@ func (q *waitQueues) head(key string, w *waiter) (isHead, kicked, release bool) 
 	return true, kicked, release
 }
 
+// headTicket returns the ticket of the first waiter for key, 0 when nobody waits here.
+func (q *waitQueues) headTicket(key string) int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if l := q.m[key]; len(l) > 0 {
+		return l[0].ticket
+	}
+	return 0
+}
+
 // leave removes w from the queue of set; when w was the head, the next waiter becomes the
-// head.
-func (q *waitQueues) leave(set lockKeys, w *waiter) {
+// head. It reports whether nobody waits for set here any more.
+func (q *waitQueues) leave(set lockKeys, w *waiter) (empty bool) {
 	key := set.waitKey()
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -148,9 +161,10 @@ func (q *waitQueues) leave(set lockKeys, w *waiter) {
 	}
 	if len(l) == 0 {
 		delete(q.m, key)
-	} else {
-		q.m[key] = l
+		return true
 	}
+	q.m[key] = l
+	return false
 }
 
 // closeAll wakes every waiter of every key: the client is closing, and their next attempt
@@ -169,15 +183,14 @@ func (q *waitQueues) closeAll() {
 	}
 }
 
-// released wakes the head of key's queue, and of every multi-key set's queue that contains
-// key, for an attempt now.
-func (q *waitQueues) released(key string) { q.kick(key, false) }
+// catchUp wakes the head of key's queue, and of every multi-key set's queue that contains
+// key, for a subscription that has just become active: the head tries once more, but it
+// was not woken by a release.
+func (q *waitQueues) catchUp(key string) { q.kick(key, true, true, true) }
 
-// catchUp is released for a subscription that has just become active: the head tries once
-// more, but it was not woken by a release.
-func (q *waitQueues) catchUp(key string) { q.kick(key, true) }
-
-func (q *waitQueues) kick(key string, catchUp bool) {
+// kick wakes, for an attempt now, the head of key's queue (single) and the heads of the
+// multi-key sets' queues that contain key (sets); catchUp says it was not a release.
+func (q *waitQueues) kick(key string, catchUp, single, sets bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	kick := func(w *waiter) {
@@ -189,8 +202,11 @@ func (q *waitQueues) kick(key string, catchUp bool) {
 		w.kicked = true
 		pokeWaiter(w)
 	}
-	if l := q.m[key]; len(l) > 0 {
+	if l := q.m[key]; single && len(l) > 0 {
 		kick(l[0])
+	}
+	if !sets {
+		return
 	}
 	for set := range q.sets[key] {
 		if l := q.m[set]; len(l) > 0 {
@@ -201,9 +217,9 @@ func (q *waitQueues) kick(key string, catchUp bool) {
 
 // The wake hub is keyed by single keys; a multi-key set waits on each of its keys.
 
-func (c *Client) subscribe(set lockKeys) {
+func (c *Client) subscribe(set lockKeys, queued bool) {
 	for _, k := range set.keys {
-		c.wake.subscribe(k)
+		c.wake.subscribe(k, queued)
 	}
 }
 
@@ -228,10 +244,11 @@ func (c *Client) wokenAttempt(set lockKeys, won bool, losses int) {
 	}
 }
 
-// heardSince reports whether a release of one of the set's keys was announced after mark.
-func (c *Client) heardSince(set lockKeys, mark uint64) bool {
+// heardSince reports whether a release of one of the set's keys was announced after mark
+// (for a queued waiter: one after which it is the head).
+func (c *Client) heardSince(set lockKeys, mark uint64, queued bool) bool {
 	for _, k := range set.keys {
-		if c.wake.since(k, mark) {
+		if c.wake.since(k, mark, queued) {
 			return true
 		}
 	}
@@ -243,6 +260,7 @@ func (c *Client) heardSince(set lockKeys, mark uint64) bool {
 // process (wakehub.go) came after the head's last attempt started. It returns ctx.Err()
 // when ctx ends.
 func (c *Client) waitTurn(ctx context.Context, set lockKeys, w *waiter, pause time.Duration) error {
+	queued := w.ticket != 0
 	key := set.waitKey()
 	var deadline time.Time // when the head's pause ends
 	for {
@@ -267,7 +285,7 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, w *waiter, pause ti
 			// previous head's to act on.
 			w.mark, w.marked = c.wake.mark(), true
 		}
-		if c.heardSince(set, w.mark) {
+		if c.heardSince(set, w.mark, queued) {
 			w.woken = true
 			c.observeWakeUp(ctx, set)
 			return nil

@@ -18,14 +18,25 @@ import (
 // numSub returns, per node, how many connections are subscribed to key's wake-up channel.
 func numSub(tb testing.TB, admin []redis.UniversalClient, key string) []int64 {
 	tb.Helper()
+	return numSubChannel(tb, admin, wakeChannel(key))
+}
+
+// numSubTurn returns, per node, how many connections are subscribed to c's turn channel.
+func numSubTurn(tb testing.TB, admin []redis.UniversalClient, c *Client) []int64 {
+	tb.Helper()
+	return numSubChannel(tb, admin, turnChannel(c.id))
+}
+
+func numSubChannel(tb testing.TB, admin []redis.UniversalClient, channel string) []int64 {
+	tb.Helper()
 	out := make([]int64, len(admin))
 	for i, rc := range admin {
-		m, err := rc.PubSubNumSub(context.Background(), wakeChannel(key)).Result()
+		m, err := rc.PubSubNumSub(context.Background(), channel).Result()
 		if err != nil {
 			out[i] = -1 // node down
 			continue
 		}
-		out[i] = m[wakeChannel(key)]
+		out[i] = m[channel]
 	}
 	return out
 }
@@ -75,11 +86,11 @@ func handoff(t *testing.T, holder, waiter *Client, key string, ready func() bool
 
 // TestRealWakeAcrossClients: two Clients over the same 5 real nodes, each with go-redis
 // clients of its own (two processes, as far as the nodes can tell). A holds the key; B's
-// Acquire waits with a retry pause of at least 1.5 s (retry delay 3 s); A releases, and B
-// must have the lock within 1 s. Rounds 2 and 3 reuse B's lingering subscription, so only
-// the release message can wake B; round 4 runs with one node killed. The control subtest is
-// the same round with wake-ups off, which must take the pause: it shows that the bound can
-// fail.
+// Acquire waits with a retry pause of at least 1.5 s (retry delay 3 s), queued on the nodes
+// and subscribed to its turn channel; A releases, and B must have the lock within 1 s.
+// Rounds 2 and 3 reuse B's lingering subscription, so only the turn message can wake B;
+// round 4 runs with one node killed. The control subtest is the same round with wake-ups
+// off, which must take the pause: it shows that the bound can fail.
 func TestRealWakeAcrossClients(t *testing.T) {
 	const bound = time.Second
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
@@ -89,7 +100,7 @@ func TestRealWakeAcrossClients(t *testing.T) {
 		b := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(time.Second), WithRetryDelay(3*time.Second))
 		const key = "wake:across"
 		subscribed := func() bool {
-			for _, n := range numSub(t, admin, key) {
+			for _, n := range numSubTurn(t, admin, b) {
 				if n != 1 && n != -1 {
 					return false
 				}
@@ -111,9 +122,16 @@ func TestRealWakeAcrossClients(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// A never waited, so it never subscribed: only B's connection is on the channel.
-		if n := numSub(t, admin, key); !slices.Equal(n[:4], []int64{1, 1, 1, 1}) {
-			t.Fatalf("subscribers per node %v, want B's alone", n)
+		// A never waited, so it never subscribed: only B's connection is on B's turn channel,
+		// and a queued waiter needs no subscription to the key's own channel.
+		if n := numSubTurn(t, admin, b); !slices.Equal(n[:4], []int64{1, 1, 1, 1}) {
+			t.Fatalf("subscribers of B's turn channel per node %v, want B's alone", n)
+		}
+		if n := numSubTurn(t, admin, a); !slices.Equal(n[:4], []int64{0, 0, 0, 0}) {
+			t.Fatalf("subscribers of A's turn channel per node %v, want none", n)
+		}
+		if n := numSub(t, admin, key); !slices.Equal(n[:4], []int64{0, 0, 0, 0}) {
+			t.Fatalf("subscribers of the key's channel per node %v, want none", n)
 		}
 		if err := cluster.Nodes()[4].Restart(ctxT(t, 20*time.Second)); err != nil {
 			t.Fatal(err)
@@ -220,9 +238,10 @@ func TestRealWakeWithoutChannelPermission(t *testing.T) {
 	}
 }
 
-// TestRealWakeSubscriptionsComeAndGo: keys get a subscription while they have waiters and
-// lose it a linger time after the last one left, on every node; Close with live
-// subscriptions ends every goroutine of the client and every subscription.
+// TestRealWakeSubscriptionsComeAndGo: a Client's turn channel is subscribed while it has
+// queued waiters (single keys), and the keys of a multi-key lock's waiter get their own
+// channels, on every node, each dropped a linger time after the last waiter left; Close with
+// live subscriptions ends every goroutine of the client and every subscription.
 func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	admin := cluster.ClientsT(t)
@@ -244,8 +263,9 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	waiterClients := cluster.ClientsT(t)
 	c := newTestClient(t, waiterClients, WithNodeTimeout(time.Second), WithRetryDelay(time.Minute))
-	c.wake.linger = 50 * time.Millisecond
+	c.wake.linger, c.wake.turnLinger = 50*time.Millisecond, 50*time.Millisecond
 	keys := []string{"wake:k1", "wake:k2", "wake:k3"}
+	nodes := len(cluster.Nodes())
 	for round := range 3 {
 		var locks []*Lock
 		for _, k := range keys {
@@ -255,9 +275,9 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 			}
 			locks = append(locks, l)
 		}
-		done := make(chan error, 2*len(keys))
+		done := make(chan error, 2*len(keys)+1)
 		for _, k := range keys {
-			for range 2 { // two waiters per key: one subscription per key and node
+			for range 2 { // two queued waiters per key: one turn channel for all, per node
 				go func() {
 					l, err := c.Acquire(ctx, k, 20*time.Second)
 					if err == nil {
@@ -267,23 +287,33 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 				}()
 			}
 		}
-		testutil.WaitFor(t, 10*time.Second, "two waiters on each key and its channel subscribed once on every node", func() bool {
+		multi := keys[:2] // a multi-key lock waits on each key's own channel
+		go func() {
+			l, err := c.AcquireMulti(ctx, multi, 20*time.Second)
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			done <- err
+		}()
+		ones := []int64{1, 1, 1, 1, 1}
+		testutil.WaitFor(t, 10*time.Second, "two waiters on each key, the turn channel and the multi-key lock's channels subscribed once on every node", func() bool {
 			for _, k := range keys {
 				c.wait.mu.Lock()
 				n := len(c.wait.m[k])
 				c.wait.mu.Unlock()
-				if n != 2 || !slices.Equal(numSub(t, admin, k), []int64{1, 1, 1, 1, 1}) {
+				if n != 2 {
 					return false
 				}
 			}
-			return true
+			return slices.Equal(numSubTurn(t, admin, c), ones) && slices.Equal(numSub(t, admin, multi[0]), ones) &&
+				slices.Equal(numSub(t, admin, multi[1]), ones) && len(channels()) == 3*nodes
 		})
 		for _, l := range locks {
 			if err := l.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for range 2 * len(keys) {
+		for range 2*len(keys) + 1 {
 			if err := <-done; err != nil {
 				t.Fatalf("round %d: %v", round, err)
 			}
@@ -310,8 +340,8 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 			done <- err
 		}()
 	}
-	testutil.WaitFor(t, 10*time.Second, "two wake-up channels subscribed on every node", func() bool {
-		return len(channels()) == 2*len(cluster.Nodes())
+	testutil.WaitFor(t, 10*time.Second, "the turn channel subscribed on every node", func() bool {
+		return len(channels()) == nodes && slices.Equal(numSubTurn(t, admin, c), []int64{1, 1, 1, 1, 1})
 	})
 	c.Close()
 	for range 2 {

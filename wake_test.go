@@ -101,7 +101,7 @@ func TestCrowdedKey(t *testing.T) {
 	if c.wake.crowded("other") {
 		t.Fatal("a key nobody subscribed to is crowded")
 	}
-	c.wake.subscribe(testKey)
+	c.wake.subscribe(testKey, false)
 	defer c.wake.unsubscribe(testKey)
 	steps := []struct {
 		won    bool

@@ -15,6 +15,12 @@ import (
 // wakeHub.subscribed); a key wanted once costs one SUBSCRIBE and one UNSUBSCRIBE per node.
 const wakeLinger = 2 * time.Second
 
+// turnLinger is how long the turn channel (one per Client, queue.go) stays subscribed after
+// the last queued waiter's subscription went: longer than a key's, since it serves every
+// key, so that a Client that waits now and then does not subscribe again each time (and
+// miss the turns told while the SUBSCRIBE is on its way).
+const turnLinger = time.Minute
+
 // Bounds of the pause between two failed reads of a node's subscription connection (node
 // down, connection refused): doubled from the first to the last.
 const (
@@ -22,39 +28,57 @@ const (
 	wakeBackoffMax = 5 * time.Second
 )
 
-// wakeHub delivers the releases that other processes announce (release.lua publishes on
-// wakeChannel(key) when it deleted the key) to this Client's waiters: at most one go-redis
-// PubSub per node, made on the first subscription, subscribed to the channels of the keys
-// that have waiters here (reference counted, so that one waiter may watch several keys),
-// each kept for wakeLinger after its last waiter left. Once a quorum of nodes has announced
-// a release, the key's head waiter is kicked (waitQueues.released) and makes an attempt at
-// once.
+// wakeHub delivers the releases that other processes announce to this Client's waiters: at
+// most one go-redis PubSub per node, made on the first subscription. A queued waiter (one
+// key, queue.go) hears through this Client's turn channel, on which a node tells the head of
+// a key's queue that the key was released (release.lua, leave.lua); every other waiter
+// (multi-key locks) through the channel of each of its keys (wakeChannel(key), on which
+// release.lua announces every release). Subscriptions are kept per key (reference counted,
+// so that one waiter may watch several keys), each for wakeLinger after its last waiter
+// left; the turn channel is subscribed while any key has queued waiters. Once a quorum of
+// nodes has announced a release, the key's head waiter is kicked (waitQueues.released) and
+// makes an attempt at once.
 //
 // A wake-up only makes a waiter try now instead of after its pause; it never decides
 // anything, so a lost, late, duplicated or forged message costs at most one retry pause or
 // one extra attempt, never mutual exclusion (docs/design.md, "Wake-ups"). Every failure
 // here (a node down, SUBSCRIBE refused by an ACL) is logged at Debug and means polling.
 type wakeHub struct {
-	c      *Client
-	linger time.Duration // wakeLinger; tests shorten it before the first subscription
+	c          *Client
+	linger     time.Duration // wakeLinger; tests shorten it before the first subscription
+	turnLinger time.Duration // turnLinger; likewise
 
-	mu      sync.Mutex
-	subs    map[string]*wakeSub // per key with waiters or lingering
-	stamp   uint64              // wake events so far, all keys: orders them for since
-	nodes   []*wakeNode         // per node; nil until the first subscription
-	closed  bool
-	ctx     context.Context // ends at close: stops dials and the goroutines
-	cancel  context.CancelFunc
-	sweepCh chan struct{} // closed at close, for the sweeper's sleep
-	wg      sync.WaitGroup
+	mu         sync.Mutex
+	subs       map[string]*wakeSub // per key with waiters or lingering
+	stamp      uint64              // wake events so far, all keys: orders them for since
+	turnCh     string              // turnChannel(), named once
+	turnSubs   int                 // subs with turn set
+	turnWanted bool                // the turn channel is to be subscribed: turnSubs > 0, or lingering
+	turnIdle   time.Time           // when turnSubs last fell to 0
+	turnActive bool                // a node has confirmed the turn channel's SUBSCRIBE since it was wanted
+	nodes      []*wakeNode         // per node; nil until the first subscription
+	closed     bool
+	ctx        context.Context // ends at close: stops dials and the goroutines
+	cancel     context.CancelFunc
+	sweepCh    chan struct{} // closed at close, for the sweeper's sleep
+	wg         sync.WaitGroup
 }
 
 // wakeSub is one key's subscription.
 type wakeSub struct {
-	refs  int       // waiters (subscribe calls) not yet unsubscribed
-	idle  time.Time // when refs fell to 0
-	stamp uint64    // hub stamp of the key's last wake event, 0 for none
-	heard []heard   // the latest releases heard, newest last, at most wakeHeard
+	refs    int       // waiters (subscribe calls) not yet unsubscribed
+	idle    time.Time // when refs fell to 0
+	keyChan bool      // a waiter that is not queued wants the key's own channel
+	turn    bool      // queued waiters hear through the turn channel
+	stamp   uint64    // hub stamp of the key's last wake event on its channel, 0 for none
+	heard   []heard   // the latest releases heard on the key's channel, newest last, at most wakeHeard
+	// The turns of a queued waiter: the nodes that have told it, since its last attempt
+	// began, that it is the head of the key's queue there and the key is free (turnFrom);
+	// turnStamp is the hub stamp of the last time they made a quorum.
+	turnSeen   []bool
+	turnCount  int
+	turnKicked bool
+	turnStamp  uint64
 	// crowded: a woken attempt on the key lost to another contender lately, so several
 	// waiters answer each release (see seniorityDelay).
 	crowded bool
@@ -85,10 +109,15 @@ type wakeNode struct {
 // wakeChannel is the pub/sub channel on which a release of key is announced.
 func wakeChannel(key string) string { return WakeChannelPrefix + key }
 
-// subscribe registers a waiter for key: the key's channel is subscribed on every node
-// (asynchronously: nothing here waits for a node). No-op when wake-ups are off or the
-// client is closed. Every subscribe needs one unsubscribe.
-func (h *wakeHub) subscribe(key string) {
+// turnChannel is the channel on which this Client hears that it is the head of a key's
+// queue (queue.go).
+func turnChannel(clientID string) string { return turnChannelPrefix + clientID }
+
+// subscribe registers a waiter for key: the key's channel, or for a queued waiter (turn)
+// this Client's turn channel, is subscribed on every node (asynchronously: nothing here
+// waits for a node). No-op when wake-ups are off or the client is closed. Every subscribe
+// needs one unsubscribe.
+func (h *wakeHub) subscribe(key string, turn bool) {
 	if h.c.cfg.noWakeups {
 		return
 	}
@@ -107,6 +136,18 @@ func (h *wakeHub) subscribe(key string) {
 	if s == nil {
 		s = &wakeSub{}
 		h.subs[key] = s
+	}
+	switch {
+	case turn && !s.turn:
+		s.turn = true
+		s.caught = s.caught || h.turnActive // no release can slip in before the subscription
+		h.turnSubs++
+		if !h.turnWanted {
+			h.turnWanted = true
+			h.dirtyLocked()
+		}
+	case !turn && !s.keyChan:
+		s.keyChan = true
 		h.dirtyLocked()
 	}
 	s.refs++
@@ -136,65 +177,132 @@ func (h *wakeHub) mark() uint64 {
 	return h.stamp
 }
 
-// since reports whether key had a wake event after mark was taken.
-func (h *wakeHub) since(key string, mark uint64) bool {
+// since reports whether key had a wake event after mark was taken: for a queued waiter
+// (turn) one that made it the head, else a release announced on the key's channel.
+func (h *wakeHub) since(key string, mark uint64, turn bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := h.subs[key]
-	return s != nil && s.stamp > mark
+	if s == nil {
+		return false
+	}
+	if turn {
+		return s.turnStamp > mark
+	}
+	return s.stamp > mark
 }
 
-// heardFrom records node's announcement of a release of key by holder id. The head is
-// kicked once a quorum of nodes has announced it: only then has the key gone from a
-// quorum, so that an attempt can succeed; one woken by the first node alone could reach the
-// others before the release does, fail, and then wait its whole pause. With node -1 the
-// release is this client's own, confirmed by a quorum already: kicked at once, and the
-// nodes' announcements of it are dropped.
+// heardFrom records node's announcement of a release of key by holder id on the key's
+// channel. The head is kicked once a quorum of nodes has announced it: only then has the
+// key gone from a quorum, so that an attempt can succeed; one woken by the first node alone
+// could reach the others before the release does, fail, and then wait its whole pause. It
+// wakes the waiters of multi-key sets that contain key, and the key's own head unless that
+// one is queued (it waits to be told its turn: turnFrom).
 func (h *wakeHub) heardFrom(key, id string, node int) {
 	h.mu.Lock()
 	s := h.subs[key]
 	if s == nil {
 		h.mu.Unlock()
-		if node < 0 {
-			h.c.wait.released(key)
-		}
 		return
 	}
-	var r *heard
-	for i := range s.heard {
-		if s.heard[i].id == id {
-			r = &s.heard[i]
-		}
-	}
-	if r == nil {
-		if len(s.heard) == wakeHeard {
-			s.heard = append(s.heard[:0], s.heard[1:]...)
-		}
-		s.heard = append(s.heard, heard{id: id, nodes: make([]bool, len(h.c.nodes))})
-		r = &s.heard[len(s.heard)-1]
-	}
-	if node >= 0 && !r.nodes[node] {
+	r := heardOf(&s.heard, id, len(h.c.nodes))
+	if !r.nodes[node] {
 		r.nodes[node] = true
 		r.count++
 	}
-	if r.kicked || (node >= 0 && r.count < h.c.quorum) {
+	if r.kicked || r.count < h.c.quorum {
 		h.mu.Unlock()
 		return
 	}
 	r.kicked = true
 	h.stamp++
 	s.stamp = h.stamp
+	single := !s.turn
 	h.mu.Unlock()
-	h.c.wait.released(key)
+	h.c.wait.kick(key, false, single, true)
 }
 
-// subscribed records that key's subscription became active on a node, and kicks the head:
-// a release between its last attempt and the subscription would otherwise be missed, so
-// it tries once more.
+// turnFrom records that node has told this Client's queued waiter for key that it is the
+// head of the key's queue there, with the key free: a message on the turn channel, or the
+// reply of our own release or undo. Once a quorum of nodes has, since the waiter's last
+// attempt began (turnReset), it is kicked: an attempt can succeed now. Nodes are counted,
+// not releases, so that the nodes freed by two contenders' undos after a split vote add up.
+func (h *wakeHub) turnFrom(key string, node int) {
+	h.mu.Lock()
+	s := h.subs[key]
+	if s == nil || !s.turn {
+		h.mu.Unlock()
+		return
+	}
+	if s.turnSeen == nil {
+		s.turnSeen = make([]bool, len(h.c.nodes))
+	}
+	if !s.turnSeen[node] {
+		s.turnSeen[node] = true
+		s.turnCount++
+	}
+	if s.turnKicked || s.turnCount < h.c.quorum {
+		h.mu.Unlock()
+		return
+	}
+	s.turnKicked = true
+	h.stamp++
+	s.turnStamp = h.stamp
+	h.mu.Unlock()
+	h.c.wait.kick(key, false, true, false)
+}
+
+// turnReset forgets the turns of key's queued waiter: it is about to make an attempt, which
+// answers for every node that told it its turn before.
+func (h *wakeHub) turnReset(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if s := h.subs[key]; s != nil && s.turnCount > 0 {
+		clear(s.turnSeen)
+		s.turnCount, s.turnKicked = 0, false
+	}
+}
+
+// ownRelease records a release of key by this Client (holder id), confirmed by a quorum:
+// the waiters here are kicked at once, and the nodes' announcements of it on the key's
+// channel are dropped. A queued head (one key) is not kicked here: the nodes' replies say
+// whether it is the head now (turnFrom), and if it is not, another process's waiter is,
+// and has been told.
+func (h *wakeHub) ownRelease(key, id string, queued bool) {
+	h.mu.Lock()
+	if s := h.subs[key]; s != nil { // else nobody waits for key itself; sets may
+		heardOf(&s.heard, id, len(h.c.nodes)).kicked = true
+		h.stamp++
+		s.stamp = h.stamp
+	}
+	h.mu.Unlock()
+	h.c.wait.kick(key, false, !queued, true)
+}
+
+// heardOf returns list's record of the release by holder id, adding one (and dropping the
+// oldest beyond wakeHeard) when there is none.
+func heardOf(list *[]heard, id string, nodes int) *heard {
+	l := *list
+	for i := range l {
+		if l[i].id == id {
+			return &l[i]
+		}
+	}
+	if len(l) == wakeHeard {
+		l = append(l[:0], l[1:]...)
+	}
+	l = append(l, heard{id: id, nodes: make([]bool, nodes)})
+	*list = l
+	return &l[len(l)-1]
+}
+
+// subscribed records that key's channel became active on a node, and kicks the head: a
+// release between its last attempt and the subscription would otherwise be missed, so it
+// tries once more.
 func (h *wakeHub) subscribed(key string) {
 	h.mu.Lock()
 	s := h.subs[key]
-	first := s != nil && !s.caught
+	first := s != nil && !s.caught && !s.turn
 	if first {
 		s.caught = true
 	}
@@ -203,6 +311,24 @@ func (h *wakeHub) subscribed(key string) {
 		// Once per subscription, when its first node is listening: the head tries once more,
 		// for a release announced before that. It is not a wake-up by a release.
 		h.c.wait.catchUp(key)
+	}
+}
+
+// turnSubscribed records that the turn channel became active on a node: the heads of the
+// queued keys that were waiting before it was try once more, as subscribed does for a key.
+func (h *wakeHub) turnSubscribed() {
+	h.mu.Lock()
+	h.turnActive = h.turnWanted
+	var keys []string
+	for k, s := range h.subs {
+		if s.turn && !s.caught {
+			s.caught = true
+			keys = append(keys, k)
+		}
+	}
+	h.mu.Unlock()
+	for _, k := range keys {
+		h.c.wait.catchUp(k)
 	}
 }
 
@@ -230,6 +356,7 @@ func (h *wakeHub) wokenAttempt(key string, won bool, losses int) {
 // their goroutines and the sweeper.
 func (h *wakeHub) startLocked() {
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.turnCh = turnChannel(h.c.id)
 	h.sweepCh = make(chan struct{})
 	h.nodes = make([]*wakeNode, len(h.c.nodes))
 	for i, nd := range h.c.nodes {
@@ -271,8 +398,17 @@ func (h *wakeHub) sweep() {
 		for k, s := range h.subs {
 			if s.refs == 0 && time.Since(s.idle) >= h.linger {
 				delete(h.subs, k)
-				dropped = true
+				if s.turn {
+					if h.turnSubs--; h.turnSubs == 0 {
+						h.turnIdle = time.Now()
+					}
+				}
+				dropped = dropped || s.keyChan
 			}
+		}
+		if h.turnWanted && h.turnSubs == 0 && time.Since(h.turnIdle) >= h.turnLinger {
+			h.turnWanted, h.turnActive = false, false
+			dropped = true
 		}
 		if dropped {
 			h.dirtyLocked()
@@ -285,9 +421,14 @@ func (h *wakeHub) sweep() {
 func (h *wakeHub) channels() map[string]bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make(map[string]bool, len(h.subs))
-	for k := range h.subs {
-		out[wakeChannel(k)] = true
+	out := map[string]bool{}
+	for k, s := range h.subs {
+		if s.keyChan {
+			out[wakeChannel(k)] = true
+		}
+	}
+	if h.turnWanted {
+		out[h.turnCh] = true
 	}
 	return out
 }
@@ -381,14 +522,25 @@ func (n *wakeNode) read() {
 			continue
 		}
 		backoff = 0
+		turn := n.h.turnCh
 		switch m := msg.(type) {
 		case *redis.Message:
-			if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
+			if m.Channel == turn {
+				if _, key, ok := turnPayload(m.Payload); ok {
+					n.h.turnFrom(key, n.i)
+				}
+			} else if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
 				n.h.heardFrom(key, m.Payload, n.i)
 			}
 		case *redis.Subscription:
-			if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok && m.Kind == "subscribe" {
-				n.h.subscribed(key)
+			switch {
+			case m.Kind != "subscribe":
+			case m.Channel == turn:
+				n.h.turnSubscribed()
+			default:
+				if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
+					n.h.subscribed(key)
+				}
 			}
 		}
 	}

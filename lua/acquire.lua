@@ -1,28 +1,64 @@
 -- acquire.lua: take the lock on this node if it is free, and mint a fencing token
--- (counters.lua, put in front of this file, has the counter rules).
+-- (counters.lua, put in front of this file, has the counter rules; queue.lua the waiter
+-- queue).
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the own fence counter (the layout's: slot counter or per-key counter)
 -- KEYS[3]  the other layout's counter; all three in one cluster hash slot
+-- KEYS[4]  optional, with KEYS[5]: the key's waiter queue (queue.lua); given by an Acquire
+--          that waits its turn, absent for TryAcquire and clients without wake-ups
+-- KEYS[5]  the queue's waiters hash
 -- ARGV[1]  the holder id (random, 128 bits, hex)
 -- ARGV[2]  the lock key's PX in milliseconds (TTL plus lock-delay)
 -- ARGV[3]  the seed: the acquiring client's clock in microseconds
 -- ARGV[4]  the counter's idle TTL in milliseconds; "0" creates a counter without expiry and
 --          leaves the expiry of an existing one as it is
 -- ARGV[5]  "1" for the slot layout, "0" for the per-key layout
+-- With the queue:
+-- ARGV[6]  the waiting Client's id (its member in the queue)
+-- ARGV[7]  its ticket (microseconds)
+-- ARGV[8]  how long its place stays without a refresh, in milliseconds
+-- ARGV[9]  the grace, in milliseconds, after which a free key's head loses its turn
+-- ARGV[10] "1" to mint a token, "0" for a lock without fencing (the counters are not
+--          touched and the reply is 1)
+-- ARGV[11] the turn channel prefix, on which the next waiter is told its turn when a
+--          head that did not come within the grace loses it
 --
--- Returns the token (>= 1) when the lock was taken. Returns minus the remaining
--- milliseconds of the current holder's key (<= 0) when the key is held by another holder;
--- then nothing changed. A resend (go-redis lost the reply) finds our key and returns the
--- own counter as it is now: the token it minted, or for the slot layout possibly more, since
--- other keys of the slot move that counter; either is at least the token it minted.
+-- Returns the token (>= 1) when the lock was taken. Without the queue, returns minus the
+-- remaining milliseconds of the current holder's key (<= 0) when the key is held by another
+-- holder; then nothing changed. With the queue, a refusal is -(left * 65536 + rank): left
+-- those milliseconds (0 when the key is free but it is not this waiter's turn) and rank the
+-- waiter's place in the queue (0 for the head, at most 65535); then only the queue changed.
+-- A resend (go-redis lost the reply) finds our key and returns the own counter as it is
+-- now: the token it minted, or for the slot layout possibly more, since other keys of the
+-- slot move that counter; either is at least the token it minted.
+local queued = KEYS[5] ~= nil
+local scale = 1
+if queued then
+  scale = 65536
+  local holder = redis.call('GET', KEYS[1])
+  if holder ~= ARGV[1] then
+    local ok, pass, rank = pcall(qgate, holder, KEYS[4], KEYS[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],
+      KEYS[1], ARGV[1], ARGV[11])
+    if ok and not pass then
+      local left = 0
+      if holder then
+        left = math.max(redis.call('PTTL', KEYS[1]), 0)
+      end
+      return -(left * scale + math.min(rank, 65535))
+    end
+  end
+end
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     local left = redis.call('PTTL', KEYS[1])
     if left < 0 then
       left = 0
     end
-    return -left
+    return -left * scale
+  end
+  if queued and ARGV[10] == '0' then
+    return 1
   end
   local mine = counter(KEYS[2])
   if mine then
@@ -30,5 +66,10 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return mine
   end
   -- Our key is here but the counter is gone (evicted): mint as for a new counter.
+elseif queued then
+  pcall(qtaken, KEYS[4], KEYS[5], ARGV[6])
+  if ARGV[10] == '0' then
+    return 1
+  end
 end
 return mint(KEYS[2], KEYS[3], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1')

@@ -69,7 +69,12 @@ type Config struct {
 	// Expiry lets a lock key expire on a node at any moment (a clock jump, a paused
 	// holder). With Exclusion set it may expire only once its holder's validity for the TTL
 	// that key was last given has ended (§5.5's assumptions).
-	Expiry    bool
+	Expiry bool
+	// Gate lets a node refuse an acquire of a free key, leaving every key and counter as it
+	// was: the waiter queue of design.md §3.10 refusing a waiter that is not at the head of
+	// the key's queue there. Any refusal is a branch of the search, so every gate that only
+	// refuses (whatever its rules, whatever the queues hold) is covered.
+	Gate      bool
 	Exclusion bool // check mutual exclusion (only meaningful with at most f amnesic nodes)
 	// Continuity checks design.md §5.10's "a late extend is safe": when an extend wins, no
 	// other acquisition of the key has been granted since this holder's grant. It needs
@@ -329,6 +334,12 @@ func (k *checker) successors(s *state) []step {
 		t := s.clone()
 		t.removeMsg(mi)
 		add(k.execute(t, m), t)
+		if cfg.Gate && m.kind == mAcquire && s.nodes[m.node].holder[m.key] == 0 {
+			t := s.clone()
+			t.removeMsg(mi)
+			t.send(msg{kind: mAcquireReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: 0})
+			add(k.f("n%d: %s refused by the queue (not the head)", m.node, k.msgText(m)), t)
+		}
 		if s.resends > 0 {
 			t := s.clone()
 			t.resends--

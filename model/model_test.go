@@ -73,6 +73,45 @@ var realConfigs = []tiered{
 	{gigantic, Config{Name: "N5 Q4 (f=1) amnesia 1, constant seeds, slot+slot", N: 5, Q: 4, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1}},
 	{gigantic, Config{Name: "N5 Q3 slot+key, expiry", N: 5, Q: 3, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true}},
 	{gigantic, Config{Name: "N3 Q2 three clients slot/slot/key", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{{Layout: SlotLayout, Acquisitions: 1}, {Layout: SlotLayout, Acquisitions: 1}, {Layout: KeyLayout, Acquisitions: 1}}, Expiry: true}},
+	// The waiter queue (design.md §3.10): any node may refuse an acquire of a free key.
+	{cheap, Config{Name: "N3 Q2 slot+key, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Gate: true}},
+	{normal, Config{Name: "N3 Q2 mutual exclusion, slot+slot, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true, Gate: true}},
+	{big, Config{Name: "N3 Q2 slot+key, expiry, timeouts, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true, Gate: true}},
+	{big, Config{Name: "N3 Q2 slot+slot, 2 acquisitions each, expiry, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 2), Expiry: true, Exclusion: true, Gate: true}},
+}
+
+// TestModelGateRefuses: the queue gate is a real branch of the search, not a no-op: with it
+// a run has more states, and a schedule in which a node's queue refuses the first acquire of
+// a free key ends with that acquisition lost and the other client holding the key.
+func TestModelGateRefuses(t *testing.T) {
+	cfg := Config{N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{{Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1}, {Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1}}}
+	without := Check(cfg)
+	cfg.Gate = true
+	with := Check(cfg)
+	t.Logf("states without the gate %d, with it %d", without.States, with.States)
+	if with.Violation != "" || with.States <= without.States {
+		t.Fatalf("gate: violation %q, %d states against %d without", with.Violation, with.States, without.States)
+	}
+	trace, v, un := Follow(cfg, []string{
+		"c0: start acquire #1 of k0",
+		"n0: acquire.lua(k0, c0#1",
+		"n1: acquire.lua(k0, c0#1, slot layout, seed 1) refused by the queue",
+		"n2: acquire.lua(k0, c0#1, slot layout, seed 1) refused by the queue",
+		"c0: n1 answers acquire",
+		"c0: n2 answers acquire",
+		"c1: start acquire #1 of k0",
+		"n1: acquire.lua(k0, c1#1",
+		"n2: acquire.lua(k0, c1#1",
+		"c1: n1 answers acquire",
+		"c1: n2 answers acquire",
+	})
+	t.Logf("%d steps:\n%s", len(trace)-1, strings.Join(trace, "\n"))
+	if un != "" || v != "" {
+		t.Fatalf("violation %q, no step for %q", v, un)
+	}
+	if last := trace[len(trace)-1]; !strings.Contains(last, "wins") && !strings.Contains(last, "token") {
+		t.Fatalf("c1 did not win after c0 was refused by the queues: %q", last)
+	}
 }
 
 func TestModelRealRules(t *testing.T) {

@@ -1,0 +1,135 @@
+-- queue.lua: the waiter queue of one lock key on this node (docs/design.md §3.10), put in
+-- front of acquire.lua, release.lua, release_multi.lua and leave.lua by scripts.go.
+--
+-- Two keys per lock key, both in the lock key's cluster hash slot:
+--   queue    a sorted set: member a Client's id, score its ticket (that Client's clock in
+--            microseconds when its oldest waiting Acquire of the key began). The Client
+--            sends the same ticket to every node, so every node orders the same waiters the
+--            same way (ties by member, as sorted sets do).
+--   waiters  a hash: member -> the node time (ms) until which that waiter counts as alive,
+--            refreshed by each of its attempts; field '' -> the node time (ms) since which the
+--            key has been free while someone is queued.
+-- A queue only ever refuses an acquire: it is a precondition in front of SET NX, never a way
+-- to grant one, so the safety argument of design.md §5 does not depend on anything here.
+-- The callers run these functions under Lua's pcall: a node that refuses one of the commands
+-- (an ACL without them, say) behaves as if nobody were queued.
+
+local function qnow()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- qjoin puts member in the queue with ticket, or refreshes it, alive for live ms from now.
+local function qjoin(queue, waiters, member, ticket, live, now)
+  redis.call('ZADD', queue, ticket, member)
+  redis.call('HSET', waiters, member, now + tonumber(live))
+  redis.call('PEXPIRE', queue, live)
+  redis.call('PEXPIRE', waiters, live)
+end
+
+-- qleave takes member out of the queue; an empty queue is deleted with its hash.
+local function qleave(queue, waiters, member)
+  redis.call('ZREM', queue, member)
+  if redis.call('ZCARD', queue) == 0 then
+    redis.call('DEL', queue, waiters)
+  else
+    redis.call('HDEL', waiters, member)
+  end
+end
+
+-- qhead returns the head of the queue once the heads whose liveness ran out are taken out
+-- (at most 16 per call, so that a script stays short; the rest go at later calls), or nil.
+local function qhead(queue, waiters, now)
+  for _ = 1, 16 do
+    local h = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not h then
+      return nil
+    end
+    local alive = tonumber(redis.call('HGET', waiters, h))
+    if alive and alive >= now then
+      return h
+    end
+    qleave(queue, waiters, h)
+  end
+  return redis.call('ZRANGE', queue, 0, 0)[1]
+end
+
+-- qgate decides whether member may take the lock key now, as far as the queue is concerned,
+-- and queues it (or refreshes its place) when it may not. holder is the lock key's value
+-- (nil when free). Returns true, or false and member's rank in the queue (0 is the head).
+-- A free key goes to the head; when it has stayed free for more than grace ms with the head
+-- not taking it (a waiter that died, or one whose announcement was lost), the head is taken
+-- out and the next one's turn begins: it is told on prefix .. head, with id .. key.
+local function qgate(holder, queue, waiters, member, ticket, live, grace, key, id, prefix)
+  if not holder and redis.call('EXISTS', queue) == 0 then
+    return true -- nobody waits: the common, uncontended case costs one EXISTS
+  end
+  local now = qnow()
+  if not holder and qhead(queue, waiters, now) == member then
+    return true -- the head's turn: it leaves the queue once it has the key (qtaken)
+  end
+  qjoin(queue, waiters, member, ticket, live, now)
+  if holder then
+    redis.call('HDEL', waiters, '') -- held: the next free period starts afresh
+    qhead(queue, waiters, now)
+    return false, redis.call('ZRANK', queue, member)
+  end
+  local head = qhead(queue, waiters, now)
+  if head ~= member then
+    local since = tonumber(redis.call('HGET', waiters, ''))
+    if not since then
+      redis.call('HSET', waiters, '', now)
+    elseif now - since > tonumber(grace) then
+      qleave(queue, waiters, head)
+      redis.call('HSET', waiters, '', now)
+      head = qhead(queue, waiters, now)
+      if head and head ~= member then
+        redis.call('PUBLISH', prefix .. head, id .. key)
+      end
+    end
+  end
+  if head == member then
+    return true
+  end
+  return false, redis.call('ZRANK', queue, member)
+end
+
+-- qtaken is run once member has taken the lock key: it leaves the queue, and the free
+-- period ends.
+local function qtaken(queue, waiters, member)
+  if redis.call('EXISTS', queue) == 1 then
+    qleave(queue, waiters, member)
+    redis.call('HDEL', waiters, '')
+  end
+end
+
+-- qhandoff is run when the lock key has just been deleted by its holder. member is the
+-- releasing Client: with ticket '0' it leaves the queue, with '' its place is kept as it is,
+-- and with any other ticket (it has another Acquire waiting for the key) it is queued with
+-- it. Then, when prefix is not empty, the head is told that its turn has come: a message on
+-- prefix .. head carrying id .. key. Returns true when the head is member itself (no message
+-- is sent then: the caller wakes its own waiter).
+local function qhandoff(queue, waiters, key, id, prefix, member, ticket, live)
+  if redis.call('EXISTS', queue) == 0 and (ticket == '0' or ticket == '') then
+    return false
+  end
+  local now = qnow()
+  if ticket == '0' then
+    qleave(queue, waiters, member)
+  elseif ticket ~= '' then
+    qjoin(queue, waiters, member, ticket, live, now)
+  end
+  if prefix == '' then
+    return false
+  end
+  local head = qhead(queue, waiters, now)
+  if not head then
+    return false
+  end
+  redis.call('HSET', waiters, '', now)
+  if head == member then
+    return true
+  end
+  redis.call('PUBLISH', prefix .. head, id .. key)
+  return false
+end

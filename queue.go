@@ -1,0 +1,125 @@
+package redlock
+
+import (
+	"time"
+)
+
+// The waiter queue on the nodes (lua/queue.lua; docs/design.md §3.10). When many processes
+// wait for one key, a release used to wake all of them: they reached the nodes together,
+// split the votes, undid and tried again, and the more waited, the fewer got the lock. Now
+// an Acquire that waits takes a place in the key's queue on every node, with a ticket that
+// is the same on all of them, and a node lets only the head of its queue take a free key; a
+// release names the head, and only the head's process is told (on its turn channel). A
+// queue only ever refuses: it sits in front of SET NX in the acquire script and never sets
+// a key itself, so mutual exclusion and the fencing tokens rest on the argument of §5
+// unchanged. What the queue adds is liveness, and every part of it is bounded: a place
+// that is not refreshed expires, a free key whose head does not come within the grace
+// passes to the next waiter, and a lost turn message costs the head one retry pause.
+
+// QueuePrefix and WaitersPrefix begin the names of a lock key's waiter queue (a sorted set:
+// Client id → ticket) and of its waiters hash (Client id → liveness deadline), which the
+// nodes keep while an Acquire of some Client waits for the key. Both are in the key's
+// cluster hash slot, named as the fence counter is (slotKey), and lock keys may not start
+// with either prefix. The queues need, beyond the lock's own ACL commands, +exists +zadd
+// +zrem +zrange +zrank +zcard +hset +hget +hdel +time (docs/operations.md); without them
+// the scripts skip the queue and waiters contend as without one.
+const (
+	QueuePrefix   = "redlock:queue:"
+	WaitersPrefix = "redlock:waiters:"
+)
+
+// turnChannelPrefix begins the channel on which a Client hears that its waiter is the head
+// of a key's queue on a node: turnChannelPrefix + the Client's id. It lies inside the
+// wake-up channels' pattern (WakeChannelPrefix), so the ACL channel rule for wake-ups
+// covers it, and no key's own channel can have its name, since no lock key starts with
+// QueuePrefix.
+const turnChannelPrefix = WakeChannelPrefix + QueuePrefix
+
+// turnPayload is the message of a turn: the released holder id (32 hex digits, so that a
+// Client hearing one release from several nodes counts it once), then the lock key.
+func turnPayload(payload string) (id, key string, ok bool) {
+	if len(payload) <= holderIDLen {
+		return "", "", false
+	}
+	return payload[:holderIDLen], payload[holderIDLen:], true
+}
+
+// holderIDLen is the length of a holder id (newHolderID): 128 bits in hex.
+const holderIDLen = 32
+
+// queueKeys names a lock key's queue and waiters hash.
+type queueKeys struct {
+	queue, waiters string
+}
+
+// newQueueKeys names key's queue and waiters hash; key has been validated (newLockKeys), so
+// slotKey cannot fail.
+func newQueueKeys(key string) queueKeys {
+	q, _ := slotKey(QueuePrefix, key, true)
+	w, _ := slotKey(WaitersPrefix, key, true)
+	return queueKeys{queue: q, waiters: w}
+}
+
+// queueArgs is what an attempt of a queued Acquire sends besides the lock's own arguments.
+type queueArgs struct {
+	keys   queueKeys
+	member string // the Client's id
+	ticket int64  // microseconds, on the Client's clock, when the oldest waiter began
+	live   int64  // ms a place lasts without a refresh (queueLive)
+	grace  int64  // ms a free key waits for its head (queueGrace)
+}
+
+// queuePollMax is the longest mean pause of a waiter that is not at the head of the queue:
+// a waiter r places behind the head retries (refreshing its place) after about min(r d,
+// queuePollMax), with d the retry delay, so that the waiters of a long queue cost the nodes
+// the sum of 1/r, not r, attempts per retry delay.
+func queuePollMax(d time.Duration) time.Duration { return max(16*d, time.Second) }
+
+// queueLive is how long a place in a queue lasts without a refresh: four times the longest
+// mean pause, so that the longest jittered pause (1.5 times the mean) leaves room for two
+// missed refreshes. A waiter that dies is out of the queue by then.
+func queueLive(d time.Duration) time.Duration { return 4 * queuePollMax(d) }
+
+// queueGrace is how long a free key waits for the head of its queue before the next waiter's
+// turn: half the retry delay (at least a millisecond), far above the round trips of a
+// handoff, so that a waiter killed while it was the head delays the others by at most one
+// retry pause (the runner-up retries after about d).
+func queueGrace(d time.Duration) time.Duration { return max(d/2, time.Millisecond) }
+
+// queuePause is the mean pause of a queued waiter that was refused with ahead waiters in
+// front of it on the nodes (the fewest any node reported): the retry delay d for the head
+// and the runner-up, r d for r waiters ahead, at most queuePollMax.
+func queuePause(d time.Duration, ahead int) time.Duration {
+	if ahead <= 1 {
+		return d
+	}
+	return min(time.Duration(ahead)*d, queuePollMax(d))
+}
+
+// queued reports whether an Acquire of set waits in the nodes' queue: single keys, with
+// wake-ups on (without them nobody would tell the head that its turn has come).
+func (c *Client) queued(set lockKeys) bool {
+	return len(set.keys) == 1 && !c.cfg.noWakeups
+}
+
+// newQueueArgs are the queue arguments of an Acquire of key whose oldest waiter here began
+// at ticket.
+func (c *Client) newQueueArgs(key string, ticket int64) *queueArgs {
+	d := c.cfg.retryDelay
+	return &queueArgs{keys: newQueueKeys(key), member: c.id, ticket: ticket,
+		live: queueLive(d).Milliseconds(), grace: queueGrace(d).Milliseconds()}
+}
+
+// leaveQueue takes this Client out of key's queue on every node, once its last waiting
+// Acquire of the key has given up; a free key's next waiter is told its turn has come.
+// Nothing waits for it: a node that misses it drops the place when it expires.
+func (c *Client) leaveQueue(qa *queueArgs, key string) {
+	if c.begin() != nil {
+		return // closed: the places expire
+	}
+	defer c.end()
+	cmd := newLeaveCommand(key, qa.keys, c.id, newHolderID())
+	for i := range c.nodes {
+		c.sendTo(i, cmd.newCall(0, nil))
+	}
+}

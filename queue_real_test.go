@@ -1,0 +1,259 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestRealQueueScripts: the queue's rules (queueCases) on a real redis-server, whose TIME and
+// key expiry are its own.
+func TestRealQueueScripts(t *testing.T) {
+	cluster := redisproc.StartT(t, 1, redisproc.Config{})
+	queueCases(t, cluster.ClientsT(t)[0])
+}
+
+// queuedOnEvery reports whether member has a place in key's queue on every node.
+func queuedOnEvery(ctx context.Context, admin []redis.UniversalClient, key, member string) bool {
+	q := newQueueKeys(key)
+	for _, rc := range admin {
+		if err := rc.ZScore(ctx, q.queue, member).Err(); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// TestRealQueueFIFO: six Clients (six processes, as far as the nodes can tell) start an
+// Acquire of a held key one after the other, each once the one before is queued on every
+// node; they get the lock in that order, each told its turn by the release before it (a
+// retry delay of a minute leaves them nothing else to go by).
+func TestRealQueueFIFO(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 60*time.Second)
+	const key = "queue:fifo"
+	holder := newTestClient(t, cluster.ClientsT(t))
+	held, err := holder.TryAcquire(ctx, key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	var mu sync.Mutex
+	var order []int
+	errs := make(chan error, n)
+	for i := range n {
+		c := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+		go func() {
+			l, err := c.Acquire(ctx, key, 30*time.Second)
+			if err != nil {
+				errs <- err
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			errs <- l.Release(ctx)
+		}()
+		testutil.WaitFor(t, 10*time.Second, "the waiter to be queued on every node", func() bool {
+			return queuedOnEvery(ctx, admin, key, c.id)
+		})
+	}
+	start := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("order %v, %v for the six handoffs", order, time.Since(start))
+	for i, w := range order {
+		if w != i {
+			t.Fatalf("order of service %v, want the order of arrival", order)
+		}
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Fatalf("six handoffs took %v", took)
+	}
+}
+
+// TestRealQueueDeadHead: a waiter that died while it was the head of the queue (a place on
+// every node, alive for a minute, whose Client never comes) delays the next one by about the
+// grace and one retry pause after the release, not by the place's liveness: the release
+// names the dead head, and the live waiter's next attempt finds the key free beyond the
+// grace and takes it. The dead place is gone afterwards from the nodes where the grace had
+// run out (a quorum at least: the live waiter took the key there).
+func TestRealQueueDeadHead(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 60*time.Second)
+	const key = "queue:dead"
+	const dead = "dead0000000000000000000000000000"
+	q := newQueueKeys(key)
+	holder := newTestClient(t, cluster.ClientsT(t))
+	held, err := holder.TryAcquire(ctx, key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range admin {
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc.ZAdd(ctx, q.queue, redis.Z{Score: 1, Member: dead}) // ahead of every real ticket
+		rc.HSet(ctx, q.waiters, dead, now.Add(time.Minute).UnixMilli())
+		rc.PExpire(ctx, q.queue, time.Minute)
+		rc.PExpire(ctx, q.waiters, time.Minute)
+	}
+	const delay = 100 * time.Millisecond
+	w := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(delay))
+	got := make(chan error, 1)
+	var at time.Time
+	go func() {
+		l, err := w.Acquire(ctx, key, 30*time.Second)
+		at = time.Now()
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the live waiter to be queued on every node", func() bool {
+		return queuedOnEvery(ctx, admin, key, w.id)
+	})
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	took := at.Sub(released)
+	t.Logf("the live waiter had the lock %v after the release (grace %v, retry pause at most %v)", took, queueGrace(delay), 3*delay/2)
+	if took > 2*time.Second {
+		t.Fatalf("the live waiter waited %v behind a dead head, want well under its place's minute", took)
+	}
+	gone := 0
+	for _, rc := range admin {
+		if err := rc.ZScore(ctx, q.queue, dead).Err(); errors.Is(err, redis.Nil) {
+			gone++
+		}
+	}
+	if gone < w.Quorum() {
+		t.Fatalf("the dead head's place is gone from %d nodes, want a quorum (%d)", gone, w.Quorum())
+	}
+}
+
+// TestRealQueueLeave: an Acquire that gives up (its context ends) takes its Client's place
+// out of the queue on every node, so that nobody waits for it: the next waiter, queued behind
+// it, is told its turn by the release (its retry delay of a minute leaves it nothing else).
+func TestRealQueueLeave(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 60*time.Second)
+	const key = "queue:leave"
+	holder := newTestClient(t, cluster.ClientsT(t))
+	held, err := holder.TryAcquire(ctx, key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quitter := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+	qctx, cancel := context.WithCancel(ctx)
+	quit := make(chan error, 1)
+	go func() {
+		_, err := quitter.Acquire(qctx, key, 30*time.Second)
+		quit <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the first waiter to be queued on every node", func() bool {
+		return queuedOnEvery(ctx, admin, key, quitter.id)
+	})
+	next := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+	got := make(chan error, 1)
+	go func() {
+		l, err := next.Acquire(ctx, key, 30*time.Second)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the second waiter to be queued on every node", func() bool {
+		return queuedOnEvery(ctx, admin, key, next.id)
+	})
+	cancel()
+	if err := <-quit; !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Acquire: %v", err)
+	}
+	settle(quitter)
+	q := newQueueKeys(key)
+	for i, rc := range admin {
+		if err := rc.ZScore(ctx, q.queue, quitter.id).Err(); !errors.Is(err, redis.Nil) {
+			t.Fatalf("node %d: the place of the Acquire that gave up is still there (%v)", i, err)
+		}
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second waiter was not told its turn after the first gave up")
+	}
+}
+
+// TestRealQueueWithoutQueueCommands: a node user with the lock's own commands but none of the
+// queue's (an ACL written for an earlier version) still locks, hands over and releases: the
+// scripts skip the queue, and a waiter takes the lock by its retry pause.
+func TestRealQueueWithoutQueueCommands(t *testing.T) {
+	const pw = "q1Secret"
+	acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "&*", "-@all"}, strings.Fields(aclCommands)...)
+	acl = append(acl, "+publish", "+subscribe", "+unsubscribe")
+	cluster := redisproc.StartT(t, 5, redisproc.Config{ExtraArgs: acl})
+	userClients := func() []redis.UniversalClient {
+		var cs []redis.UniversalClient
+		for _, a := range cluster.Addrs() {
+			rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
+			t.Cleanup(func() { rc.Close() })
+			cs = append(cs, rc)
+		}
+		return cs
+	}
+	ctx := ctxT(t, 30*time.Second)
+	a := newTestClient(t, userClients())
+	b := newTestClient(t, userClients(), WithRetryDelay(100*time.Millisecond))
+	const key = "queue:acl"
+	held, err := a.TryAcquire(ctx, key, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, 20*time.Second)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the second client to wait on the key", func() bool { return isWaiting(b, key) })
+	if err := held.Release(ctx); err != nil {
+		t.Fatalf("release by a user without the queue's commands: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter did not acquire: %v", err)
+	}
+	for i, rc := range cluster.ClientsT(t) {
+		if n := rc.Exists(ctx, key, newQueueKeys(key).queue).Val(); n != 0 {
+			t.Fatalf("node %d: %d of the key and its queue left", i, n)
+		}
+	}
+}
