@@ -138,6 +138,7 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 	}
 	var wt *waiter // our place in this client's queue for key, once we are in it
 	subscribed := false
+	sent := false // an attempt went to the nodes (it may have queued us there)
 	subscribe := func() {
 		if !subscribed {
 			subscribed = true
@@ -154,7 +155,7 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 		if subscribed {
 			c.unsubscribe(set)
 		}
-		if qa != nil && l == nil && attempts > 0 && last {
+		if qa != nil && l == nil && sent && last {
 			c.leaveQueue(qa, set.keys[0]) // the place on the nodes is nobody's now
 		}
 	}()
@@ -198,7 +199,7 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 		}
 		var qe *QuorumError
 		if errors.As(err, &qe) {
-			last = qe
+			last, sent = qe, true
 		}
 		if woken && qe != nil && qe.contended() {
 			c.wokenAttempt(set, false, losses)

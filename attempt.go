@@ -97,6 +97,7 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 		cmd = newAcquireCommand(set, acquireArgs{id: id, px: c.keyTTLMillis(ttl), seed: counterSeed(a.start),
 			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing, layout: c.cfg.layout, queue: qa})
 	}
+	cmd.patience = patienceFor(ttl)
 	for i := range c.nodes {
 		a.acq[i] = cmd.newCall(tagAcquire, a)
 	}
@@ -211,6 +212,7 @@ func (a *attempt) sendRaise(i, k int) {
 	a.raised = true
 	cmd := newRaiseCommand(a.set, k, raiseArgs{id: a.id, target: t.target, idleMillis: a.c.counterIdleMillis(a.ttl),
 		layout: a.c.cfg.layout})
+	cmd.patience = patienceFor(a.ttl)
 	a.c.sendTo(i, cmd.newCall(tagRaise+uint8(k), a))
 }
 

@@ -28,7 +28,9 @@ type Client struct {
 	renewer renewer            // the renewals of every Do of this client (renew.go)
 	bg      sync.WaitGroup     // calls in flight and the background work they started
 	senders sync.WaitGroup     // the transport's sender goroutines (transport.go)
-	pending pendingReleases    // releases not yet final on every node (pending.go)
+	// stopSenders is closed by Close once every call is final: the idle senders end.
+	stopSenders chan struct{}
+	pending     pendingReleases // releases not yet final on every node (pending.go)
 }
 
 // New returns a Client over the given nodes. Each element must be a distinct, non-nil
@@ -63,7 +65,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{nodes: ns, quorum: q, cfg: cfg, id: newHolderID(), closeDone: make(chan struct{}), held: map[*Lock]struct{}{}}
+	c := &Client{nodes: ns, quorum: q, cfg: cfg, id: newHolderID(), closeDone: make(chan struct{}),
+		stopSenders: make(chan struct{}), held: map[*Lock]struct{}{}}
 	for i := range c.nodes {
 		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
 	}
@@ -119,6 +122,7 @@ func (c *Client) Close() error {
 	}
 	wg.Wait()
 	c.bg.Wait()
+	close(c.stopSenders)
 	c.senders.Wait()
 	close(c.closeDone)
 	return nil

@@ -119,7 +119,9 @@ func (h *holderIDs) note(cmd redis.Cmder) {
 	if len(args) < 3 || args[0] != "evalsha" && args[0] != "eval" {
 		return
 	}
-	if args[1] != acquireScript.Hash() && args[1] != acquireScript.src {
+	switch args[1] {
+	case acquireScript.Hash(), acquireScript.src, acquireQueuedScript.Hash(), acquireQueuedScript.src:
+	default:
 		return
 	}
 	if n, ok := args[2].(int); ok && len(args) > 3+n {

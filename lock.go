@@ -126,6 +126,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) extendOp(ctx context.Context, ttl time.Duration, done func(error)) *quorumOp {
 	o := l.c.newQuorumOp(ctx, "extend", l.set, done)
 	o.after, o.cmd = l.lastCalls(), newExtendCommand(l.set, l.id, l.c.keyTTLMillis(ttl))
+	o.cmd.patience = patienceFor(ttl)
 	if !l.c.cfg.noHealing {
 		o.heal = l.heal
 	}

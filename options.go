@@ -110,15 +110,21 @@ func WithDriftFactor(f float64) Option {
 	}
 }
 
-// WithNodeTimeout bounds how long one call waits for one node's reply (d > 0), counted from
-// the moment its pipeline is handed to go-redis (which includes any wait for a pooled
+// WithNodeTimeout sets the least time one call waits for one node's reply (d > 0), counted
+// from the moment its pipeline is handed to go-redis (which includes any wait for a pooled
 // connection or a dial; time spent in the node's queue, see [WithNodeConcurrency], does not
 // count). A node that has not answered by then counts as failed for that operation, even
-// when its go-redis client ignores context deadlines. Two refinements (docs/design.md §3.7):
-// while the node keeps answering other pipelines, the wait is extended up to
-// max(4 d, 1 s) from the write, since the delay is then most likely this process's own;
-// and while every call in flight to a node is past its node timeout, new calls to that node
-// fail at once without being sent. Default [DefaultNodeTimeout].
+// when its go-redis client ignores context deadlines. The wait is longer, up to
+// max(4 d, 1 s) / 2, in two cases (docs/design.md §3.7): when the node has lately answered
+// slower than d (its smoothed round trip plus four deviations, as TCP's retransmission timer
+// follows the RTT; many processes on one node under load), and for acquires and extends, up
+// to a twentieth of their TTL (go-redsync's timeout factor), so that a burst that makes
+// every node slow for a moment does not turn into timeouts, undos and retries. While the
+// node keeps answering other pipelines, the wait is extended up to max(4 d, 1 s) from the
+// write, since the delay is then most likely this process's own; and while every call in
+// flight to a node is past its timeout, new calls to that node fail at once without being
+// sent. A dead or hung node costs an operation nothing while a quorum of the others answers.
+// Default [DefaultNodeTimeout].
 func WithNodeTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

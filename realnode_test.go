@@ -213,7 +213,8 @@ func TestRealScripts(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	for name, s := range map[string]*redis.Script{"acquire": acquireScript.Script, "raise": raiseScript.Script,
 		"release": releaseScript.Script, "extend": extendScript.Script, "status": statusScript.Script,
-		"acquire_multi": acquireMultiScript.Script, "heal": healScript.Script} {
+		"acquire_multi": acquireMultiScript.Script, "heal": healScript.Script, "acquire, queued": acquireQueuedScript.Script,
+		"release_multi": releaseMultiScript.Script, "leave": leaveScript.Script} {
 		sha, err := s.Load(ctx, rc).Result()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -252,7 +253,8 @@ func TestRealFenceKeySlot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, derived := range []string{fence, token, slotCounter(key)} {
+		q := newQueueKeys(key)
+		for _, derived := range []string{fence, token, slotCounter(key), q.queue, q.waiters} {
 			b, err := rc.ClusterKeySlot(ctx, derived).Result()
 			if err != nil {
 				t.Fatal(err)

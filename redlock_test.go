@@ -201,10 +201,7 @@ func TestEveryUpDownMask(t *testing.T) {
 					s.SetError("ERR down for the test")
 				}
 			}
-			c, err := New(clients, WithNodeTimeout(2*time.Second))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
 			l, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, 10*time.Second)
 			settle(c)
 			if up >= 3 {
@@ -273,10 +270,7 @@ func foreignHolder(t *testing.T, fenced bool, opts ...Option) {
 				servers[i].Set(testKey, "someone-else")
 				servers[i].SetTTL(testKey, 5*time.Second)
 			}
-			c, err := New(clients, append([]Option{WithNodeTimeout(2 * time.Second)}, opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := newTestClient(t, clients, append([]Option{WithNodeTimeout(2 * time.Second)}, opts...)...)
 			l, err := c.TryAcquire(ctxT(t, 5*time.Second), testKey, 10*time.Second)
 			settle(c)
 			if (err == nil) != (5-k >= 3) {

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	_ "embed"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -35,8 +36,9 @@ var (
 	acquireSrc string
 	//go:embed lua/acquire_multi.lua
 	acquireMultiSrc    string
-	acquireScript      = newLua(countersSrc + queueSrc + acquireSrc)
-	acquireMultiScript = newLua(countersSrc + acquireMultiSrc)
+	acquireScript       = newLua(countersSrc + acquireSrc)
+	acquireQueuedScript = newLua(countersSrc + queueSrc + acquireSrc) // the same script with the queue's rules in front
+	acquireMultiScript  = newLua(countersSrc + acquireMultiSrc)
 )
 
 // acquireArgs are the ARGV of acquire.lua and acquire_multi.lua.
@@ -54,7 +56,7 @@ func newAcquireCommand(set lockKeys, a acquireArgs) *command {
 	slot := argFlag(a.layout == SlotCounters)
 	if q := a.queue; q != nil {
 		keys := append(set.triples(a.layout), q.keys.queue, q.keys.waiters)
-		return newScriptCall(acquireScript, keys, a.id, a.px, a.seed, a.idleMillis, slot,
+		return newScriptCall(acquireQueuedScript, keys, a.id, a.px, a.seed, a.idleMillis, slot,
 			q.member, q.ticket, q.live, q.grace, argFlag(a.fenced), turnChannelPrefix)
 	}
 	if len(set.keys) == 1 {
@@ -241,7 +243,17 @@ type command struct {
 	args   []any
 	script *lua // non-nil for a script: "evalsha", sha1, numkeys, keys..., argv...
 	kind   replyKind
+	// patience, when longer than the node's timeout, is how long its calls wait for a reply
+	// (transport.go, batchTimeout): an acquire, raise or extend waits up to a twentieth of
+	// its TTL (patienceFor), as redsync does, so that a burst that makes every node slow
+	// for a moment does not turn into timeouts, undos and retries.
+	patience time.Duration
 }
+
+// patienceFor is the patience of the calls of an acquire, raise or extend with ttl: a
+// twentieth of it (5 %, go-redsync's default timeout factor; the validity left after the
+// wait is checked as always).
+func patienceFor(ttl time.Duration) time.Duration { return ttl / 20 }
 
 // newScriptCall builds the EVALSHA command of a script.
 func newScriptCall(s *lua, keys []string, argv ...any) *command {
@@ -264,7 +276,7 @@ func newSetNXCall(key, id string, ttlMillis int64) *command {
 
 // newCall makes a per-node call of the command for the transport.
 func (cmd *command) newCall(tag uint8, s sink) *call {
-	return &call{args: cmd.args, script: cmd.script, kind: cmd.kind, tag: tag, sink: s}
+	return &call{args: cmd.args, script: cmd.script, kind: cmd.kind, tag: tag, sink: s, patience: cmd.patience}
 }
 
 // run sends the command to one node directly, outside the transport, and returns its

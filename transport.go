@@ -81,10 +81,13 @@ type call struct {
 	script *lua  // non-nil for EVALSHA: resent as EVAL on NOSCRIPT
 	kind   replyKind
 	keep   bool // never dropped before it is written (releases and undos)
-	node   int
-	tag    uint8
-	sink   sink // nil: nobody listens
-	state  atomic.Uint32
+	// patience: how long the call may wait for its reply when that is longer than the
+	// node's timeout (command.patience); 0 for the node's timeout.
+	patience time.Duration
+	node     int
+	tag      uint8
+	sink     sink // nil: nobody listens
+	state    atomic.Uint32
 
 	mu    sync.Mutex
 	final bool    // its real fate is known: answered, or never written
@@ -113,6 +116,52 @@ type nodeQueue struct {
 	idle     int       // senders waiting for work
 	overdue  int       // batches in flight past the node timeout
 	lastBack time.Time // when a batch of this node last returned
+	// The node's round trips as this process sees them (write to reply of a batch the node
+	// answered), smoothed as TCP smooths its RTT (RFC 6298): srtt the mean, rttvar the mean
+	// deviation; 0 before the first sample. They set timeout().
+	srtt, rttvar time.Duration
+}
+
+// RFC 6298's gains for the smoothed round trip and its deviation, and the multiple of the
+// deviation in the timeout.
+const (
+	rttAlpha = 8 // srtt moves 1/8 of the way to each sample
+	rttBeta  = 4 // rttvar moves 1/4 of the way
+	rttK     = 4
+)
+
+// sampleRTT adds one round trip of a batch the node answered. Called with q.mu held.
+func (q *nodeQueue) sampleRTT(r time.Duration) {
+	if q.srtt == 0 {
+		q.srtt, q.rttvar = r, r/2
+		return
+	}
+	dev := q.srtt - r
+	if dev < 0 {
+		dev = -dev
+	}
+	q.rttvar += (dev - q.rttvar) / rttBeta
+	q.srtt += (r - q.srtt) / rttAlpha
+}
+
+// timeout is how long a batch written now waits for the node before its calls are reported
+// as timed out: the node timeout, or when the node has lately been slower than that (a node
+// shared by many processes under load), its smoothed round trip plus four deviations, as
+// TCP's retransmission timer follows the RTT; at most half the exec budget. A node that stops
+// answering keeps the timeout its last answers gave it, so it still fails fast. Called with
+// q.mu held.
+func (q *nodeQueue) timeout() time.Duration {
+	return min(max(q.cl.cfg.nodeTimeout, q.srtt+rttK*q.rttvar), q.cl.execBudget()/2)
+}
+
+// batchTimeout is the timeout of a batch of calls: the node's, or the longest patience among
+// them, at most half the exec budget. Called with q.mu held.
+func (q *nodeQueue) batchTimeout(calls []*call) time.Duration {
+	t := q.timeout()
+	for _, c := range calls {
+		t = max(t, min(c.patience, q.cl.execBudget()/2))
+	}
+	return t
 }
 
 func newNodeQueue(cl *Client, i int, rc redis.UniversalClient) *nodeQueue {
@@ -121,13 +170,14 @@ func newNodeQueue(cl *Client, i int, rc redis.UniversalClient) *nodeQueue {
 
 // batch is what one sender writes at once. Each sender keeps one and reuses it.
 type batch struct {
-	mu      sync.Mutex  // held by expire while it reports, so that exec reports after it
-	calls   []*call     // nil between batches; guarded by mu
-	written time.Time   // guarded by mu
-	timer   *time.Timer // the node timeout of the batch in flight
-	overdue bool        // past the node timeout while in flight; guarded by the queue's mu
-	back    bool        // its replies are in; guarded by the queue's mu
-	ctx     batchCtx    // the context of the batch in flight
+	mu      sync.Mutex    // held by expire while it reports, so that exec reports after it
+	calls   []*call       // nil between batches; guarded by mu
+	written time.Time     // guarded by mu
+	timeout time.Duration // batchTimeout when it was written; guarded by mu
+	timer   *time.Timer   // the node timeout of the batch in flight
+	overdue bool          // past the node timeout while in flight; guarded by the queue's mu
+	back    bool          // its replies are in; guarded by the queue's mu
+	ctx     batchCtx      // the context of the batch in flight
 }
 
 // batchCtx is the context a sender gives go-redis for each of its batches: no values, a
@@ -212,10 +262,6 @@ func (c *batchCtx) Value(any) any { return nil }
 // work for the node and for the reader.
 const maxBatch = 64
 
-// senderLinger is how long an idle sender waits for more work before it ends, so that a
-// steady trickle of calls does not start a goroutine for each of them.
-const senderLinger = 2 * time.Millisecond
-
 // stalled reports, with q.mu held, that every sender is waiting on a batch that is past the
 // node timeout: the node is not answering, and a new call would only wait behind them.
 func (q *nodeQueue) stalled() bool { return q.overdue > 0 && q.overdue == q.active-q.idle }
@@ -291,8 +337,11 @@ func (q *nodeQueue) reportWaiting(c *call) {
 	}
 }
 
-// run is one sender: it writes batches while there is work, and ends after it has found
-// none for senderLinger.
+// run is one sender: it writes batches while there is work, and waits for more when there
+// is none, until the client closes (Client.Close, once every call is final). An idle sender
+// waits on a channel, not a timer: a process that locks a few times a second would
+// otherwise wake for every sender's timer after every batch, which on a machine shared by
+// tens of processes costs more than the batches.
 func (q *nodeQueue) run() {
 	defer q.cl.senders.Done()
 	b := &batch{back: true}
@@ -302,8 +351,6 @@ func (q *nodeQueue) run() {
 	b.ctx.timer = time.AfterFunc(time.Hour, b.ctx.expire)
 	b.ctx.timer.Stop()
 	defer b.ctx.timer.Stop()
-	linger := time.NewTimer(senderLinger)
-	defer linger.Stop()
 	var spare []*call
 	var cmds []*redis.Cmd
 	for {
@@ -312,16 +359,15 @@ func (q *nodeQueue) run() {
 		if len(calls) == 0 && len(dropped) == 0 {
 			q.idle++
 			q.mu.Unlock()
-			linger.Reset(senderLinger)
-			woken := false
+			stop := false
 			select {
 			case <-q.wake:
-				woken = true
-			case <-linger.C:
+			case <-q.cl.stopSenders:
+				stop = true
 			}
 			q.mu.Lock()
 			q.idle--
-			if !woken && len(q.queue) == 0 {
+			if stop && len(q.queue) == 0 {
 				q.active--
 				q.mu.Unlock()
 				return
@@ -370,6 +416,7 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	b.mu.Lock()
 	q.mu.Lock()
 	b.back, b.overdue = false, false
+	b.timeout = q.batchTimeout(calls)
 	q.mu.Unlock()
 	b.calls = calls
 	b.written = time.Now()
@@ -379,7 +426,7 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 			c.written.Store(w)
 		}
 	}
-	b.timer.Reset(q.cl.cfg.nodeTimeout)
+	b.timer.Reset(b.timeout)
 	b.mu.Unlock()
 	// Every batch carries a deadline, the exec budget: clients that honour context deadlines
 	// (and go-redis hooks that watch ctx) stop there; the others stop at their own read
@@ -396,6 +443,7 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	b.back = true
 	if alive {
 		q.lastBack = time.Now()
+		q.sampleRTT(q.lastBack.Sub(b.written))
 	}
 	if b.overdue {
 		q.overdue--
@@ -460,7 +508,7 @@ func (q *nodeQueue) expire(b *batch) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
-	timeout := q.cl.cfg.nodeTimeout
+	timeout := b.timeout
 	if b.calls == nil {
 		return // between batches: a timer that fired for a batch that has returned
 	}

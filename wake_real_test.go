@@ -353,6 +353,7 @@ func TestRealWakeSubscriptionsComeAndGo(t *testing.T) {
 		rc.Close()
 	}
 	testutil.WaitFor(t, 10*time.Second, "no wake-up channel left subscribed", func() bool { return len(channels()) == 0 })
+	holder.Close() // its senders, started after the snapshot, wait for work until Close
 	goleak.VerifyNone(t, ignore, goleak.IgnoreAnyFunction("github.com/redis/go-redis/v9/internal/pool.(*ConnPool).tryDial"))
 }
 

@@ -13,20 +13,24 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// acquireLua returns the library's acquire script, read from the repository next to this
-// module (the harness is always built from its source tree), and the path it came from. A
-// copy kept here would drift from the library's script and price the wrong thing.
+// acquireLua returns the library's acquire script as TryAcquire sends it (lua/counters.lua,
+// the fence-counter rules, in front of lua/acquire.lua), read from the repository next to
+// this module (the harness is always built from its source tree), and where it came from.
+// A copy kept here would drift from the library's script and price the wrong thing.
 func acquireLua() (src, from string, err error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", "", errors.New("harness: cannot locate lua/acquire.lua: no caller information")
 	}
-	p := filepath.Join(filepath.Dir(file), "..", "..", "lua", "acquire.lua")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return "", "", fmt.Errorf("harness: read the library's acquire script: %w", err)
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "lua")
+	for _, f := range []string{"counters.lua", "acquire.lua"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			return "", "", fmt.Errorf("harness: read the library's acquire script: %w", err)
+		}
+		src += string(b)
 	}
-	return string(b), "lua/acquire.lua", nil
+	return src, "lua/counters.lua + lua/acquire.lua", nil
 }
 
 // floorQuorum is a minimal Redlock without the library: the acquire command sent to every
@@ -57,8 +61,10 @@ func (f *floorQuorum) try(ctx context.Context, key string) (any, error) {
 				oks <- ok && err == nil
 				return
 			}
-			v, err := f.script.Run(ctx, c, []string{key, redlock.FencePrefix + "{" + key + "}"},
-				floorValue, lockTTL.Milliseconds(), seed, counterIdle).Int64()
+			// The slot layout's keys: the lock key, its slot counter (here one per key, in
+			// the key's slot: the names only matter on a cluster) and its per-key counter.
+			v, err := f.script.Run(ctx, c, []string{key, redlock.SlotCounterPrefix + "{" + key + "}", redlock.FencePrefix + "{" + key + "}"},
+				floorValue, lockTTL.Milliseconds(), seed, counterIdle, "1").Int64()
 			oks <- err == nil && v > 0
 		}()
 	}

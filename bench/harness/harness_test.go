@@ -28,6 +28,7 @@ func TestEveryScenarioShort(t *testing.T) {
 	cfg.FDur, cfg.HDur, cfg.Slice = 200*time.Millisecond, 60*time.Millisecond, 50*time.Millisecond
 	cfg.BenchTime = "30x"
 	cfg.HNodes = []int{1, 3, 5}
+	cfg.ProcsN, cfg.ProcsDur, cfg.ProcsDistinct = []int{3}, 300*time.Millisecond, [][2]int{{2, 2}}
 	cfg.Scenarios = issue6()
 	cfg.Out, cfg.Log = &out, nil
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -162,17 +163,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestProcsShort runs scenario procs with 3 worker processes per contender for a moment:
-// the worker processes start, serve their slices and exit, and the table and the targets
-// come out. The figures mean nothing at this size.
+// TestProcsShort runs scenario procs with 8 worker processes per contender, and procsd with
+// 2 × 2, for a moment: the worker processes start, serve their slices and exit, and the
+// tables and the targets come out. The figures mean nothing at this size.
 func TestProcsShort(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not on PATH; skipping (Debian: apt-get install -y redis-server)")
 	}
 	var out bytes.Buffer
 	cfg := Defaults()
-	cfg.Scenarios = []string{"procs"}
-	cfg.ProcsN, cfg.ProcsDur, cfg.Slice = 3, 300*time.Millisecond, 150*time.Millisecond
+	cfg.Scenarios = []string{"procs", "procsd"}
+	cfg.ProcsN, cfg.ProcsDur, cfg.Slice = []int{8}, 300*time.Millisecond, 150*time.Millisecond
+	cfg.ProcsDistinct = [][2]int{{2, 2}}
 	cfg.Out, cfg.Log = &out, nil
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -181,15 +183,16 @@ func TestProcsShort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Ran, []string{"procs"}) {
+	if !slices.Equal(res.Ran, []string{"procs", "procsd"}) {
 		t.Fatalf("ran %v", res.Ran)
 	}
-	for _, want := range []string{"## procs:", "ours, wake-ups (default)", "ours, WithoutWakeups (polling)", "redsync default", "Jain fairness across processes"} {
+	for _, want := range []string{"## procs:", "ours, wake-ups (default)", "ours, WithoutWakeups (polling)", "redsync default", "Jain fairness across processes",
+		"## procsd: 2 processes × 2 goroutines", "ours, TryAcquire + Release", "redsync, TryLockContext + Unlock", "failed Acquire calls"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}
 	}
-	if n := len(res.Targets); n != 3 {
-		t.Errorf("%d targets, want 3", n)
+	if n := len(res.Targets); n != 6 {
+		t.Errorf("%d targets, want 6", n)
 	}
 }

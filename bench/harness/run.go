@@ -23,7 +23,7 @@ import (
 
 // Scenarios lists every scenario in the order they run: the healthy ones first, the
 // fault scenarios last, so that nothing a fault leaves behind can disturb a healthy figure.
-var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "procs", "p", "burst", "held", "ramp", "b", "c", "d", "hung"}
+var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "procs", "procsd", "p", "burst", "held", "ramp", "b", "c", "d", "hung"}
 
 // LoadScenarios are the scenarios of issue 10 (load), a subset of Scenarios.
 var LoadScenarios = []string{"f0", "p", "burst", "held", "ramp", "hung"}
@@ -64,10 +64,12 @@ type Config struct {
 
 	HungDur time.Duration // hung: measurement per contender and phase
 
-	ProcsN     int           // procs: worker processes on the key, per contender
+	ProcsN     []int         // procs: numbers of worker processes on the key, per contender
 	ProcsDur   time.Duration // procs: measurement per contender
 	ProcsHold  time.Duration // procs: how long a winner holds the lock
 	ProcsThink time.Duration // procs: pause after a release before wanting the lock again
+
+	ProcsDistinct [][2]int // procsd: shapes processes × goroutines on distinct keys (ProcsDur each)
 
 	DebugGoroutines bool // log what the goroutines left after each first window are doing
 
@@ -104,12 +106,14 @@ func Defaults() Config {
 		RampStep:    2 * time.Second,
 		RampRedsync: true,
 		HungDur:     3 * time.Second,
-		ProcsN:      8,
+		ProcsN:      []int{8, 32, 64},
 		ProcsDur:    5 * time.Second,
 		ProcsHold:   2 * time.Millisecond,
 		ProcsThink:  2 * time.Millisecond,
-		Out:         os.Stdout,
-		Log:         os.Stderr,
+
+		ProcsDistinct: [][2]int{{32, 4}, {32, 16}},
+		Out:           os.Stdout,
+		Log:           os.Stderr,
 	}
 }
 
@@ -180,6 +184,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{[]string{"f"}, func(ctx context.Context) error { return r.scenarioF(ctx, "f") }},
 		{[]string{"f0"}, func(ctx context.Context) error { return r.scenarioF(ctx, "f0") }},
 		{[]string{"procs"}, r.scenarioProcs},
+		{[]string{"procsd"}, r.scenarioProcsDistinct},
 		{[]string{"p"}, r.scenarioP},
 		{[]string{"burst"}, r.scenarioBurst},
 		{[]string{"held"}, r.scenarioHeld},
@@ -229,7 +234,10 @@ func (r *runner) header(n int) {
 	fmt.Fprintf(w, "- durations per contender: a/e %s, b/c/d first window %s + steady %s (goroutine drain cap %s), f %s, h %s; slices of %s, interleaved in rotating order\n",
 		r.cfg.Dur, r.cfg.First, r.cfg.FaultDur, r.cfg.Settle, r.cfg.FDur, r.cfg.HDur, r.cfg.Slice)
 	if r.want("procs") {
-		fmt.Fprintf(w, "- procs (issue 12): %d worker processes per contender, hold %s, think %s, %s per contender\n", r.cfg.ProcsN, r.cfg.ProcsHold, r.cfg.ProcsThink, r.cfg.ProcsDur)
+		fmt.Fprintf(w, "- procs: %v worker processes per contender, hold %s, think %s, %s per contender\n", r.cfg.ProcsN, r.cfg.ProcsHold, r.cfg.ProcsThink, r.cfg.ProcsDur)
+	}
+	if r.want("procsd") {
+		fmt.Fprintf(w, "- procsd: processes × goroutines %v on distinct keys, %s per contender\n", r.cfg.ProcsDistinct, r.cfg.ProcsDur)
 	}
 	if slices.ContainsFunc(LoadScenarios, r.want) {
 		fmt.Fprintf(w, "- load (issue 10): f0 %s per contender; p P = %v, %s per contender and P; burst B = %v; held H = %v for %s; ramp %d → %d goroutines, steps of %s; hung %s per contender and phase\n",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/faultproxy"
 )
 
@@ -15,7 +16,9 @@ const faultDelay = 20 * time.Millisecond
 // settle pause at most noLeak goroutines more than before the run, and right at the end
 // of a run with a dead or hung node at most maxStragglers still working for it.
 const (
-	noLeak        = 5
+	// noLeak also allows for the senders a Client keeps once it has used them (at most
+	// WithNodeConcurrency per node, 4 × 5 here), which wait for work until Close.
+	noLeak        = 5 + 5*redlock.DefaultNodeConcurrency
 	maxStragglers = 50
 	// releaseSlack is how much slower than acquire a release may be and still count as
 	// "as fast as acquire".

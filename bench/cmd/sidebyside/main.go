@@ -48,7 +48,8 @@ func main() {
 	flag.DurationVar(&cfg.RampStep, "ramp-step", cfg.RampStep, "ramp: length of one step")
 	flag.BoolVar(&cfg.RampRedsync, "ramp-redsync", cfg.RampRedsync, "ramp: ramp redsync too, after ours")
 	flag.DurationVar(&cfg.HungDur, "hung-dur", cfg.HungDur, "hung: measurement per contender and phase (healthy, node SIGSTOPped)")
-	flag.IntVar(&cfg.ProcsN, "procs-n", cfg.ProcsN, "procs: worker processes on one key, per contender")
+	flag.Var((*intList)(&cfg.ProcsN), "procs-n", "procs: comma-separated numbers of worker processes on one key, per contender (default 8,32,64)")
+	flag.Var((*shapeList)(&cfg.ProcsDistinct), "procsd-shapes", "procsd: comma-separated processes×goroutines on distinct keys (default 32x4,32x16)")
 	flag.DurationVar(&cfg.ProcsDur, "procs-dur", cfg.ProcsDur, "procs: measurement per contender")
 	flag.DurationVar(&cfg.ProcsHold, "procs-hold", cfg.ProcsHold, "procs: how long a winner holds the lock")
 	flag.DurationVar(&cfg.ProcsThink, "procs-think", cfg.ProcsThink, "procs: pause after a release before wanting the lock again")
@@ -94,6 +95,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, "sidebyside:", err)
 		os.Exit(1)
 	}
+}
+
+// shapeList is a flag of comma-separated PxG shapes.
+type shapeList [][2]int
+
+func (l *shapeList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, sh := range *l {
+		s[i] = fmt.Sprintf("%dx%d", sh[0], sh[1])
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *shapeList) Set(v string) error {
+	var out [][2]int
+	for _, f := range strings.Split(v, ",") {
+		a, b, ok := strings.Cut(strings.TrimSpace(f), "x")
+		p, err1 := strconv.Atoi(a)
+		g, err2 := strconv.Atoi(b)
+		if !ok || err1 != nil || err2 != nil || p < 1 || g < 1 {
+			return fmt.Errorf("%q is not a shape PxG of positive integers", f)
+		}
+		out = append(out, [2]int{p, g})
+	}
+	*l = out
+	return nil
 }
 
 // intList is a flag of comma-separated positive integers.
