@@ -35,7 +35,7 @@ var (
 	//go:embed lua/acquire.lua
 	acquireSrc string
 	//go:embed lua/acquire_multi.lua
-	acquireMultiSrc    string
+	acquireMultiSrc     string
 	acquireScript       = newLua(countersSrc + acquireSrc)
 	acquireQueuedScript = newLua(countersSrc + queueSrc + acquireSrc) // the same script with the queue's rules in front
 	acquireMultiScript  = newLua(countersSrc + acquireMultiSrc)

@@ -64,8 +64,8 @@ func TestPatienceBoundsTimeout(t *testing.T) {
 		want time.Duration
 	}{
 		{nil, DefaultNodeTimeout},
-		{[]time.Duration{time.Second}, DefaultNodeTimeout},          // 50 ms of patience: the node timeout is longer
-		{[]time.Duration{8 * time.Second}, 400 * time.Millisecond},  // go-redsync's 5 % of its default expiry
+		{[]time.Duration{time.Second}, DefaultNodeTimeout},         // 50 ms of patience: the node timeout is longer
+		{[]time.Duration{8 * time.Second}, 400 * time.Millisecond}, // go-redsync's 5 % of its default expiry
 		{[]time.Duration{time.Second, 6 * time.Second}, 300 * time.Millisecond},
 		{[]time.Duration{time.Hour}, c.execBudget() / 2},
 	} {
