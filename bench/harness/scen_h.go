@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"time"
 )
 
 // scenarioH measures the uncontended cycle on N = 1, 3, 5, … nodes, every (library, N)
@@ -65,7 +66,47 @@ func (r *runner) scenarioH(ctx context.Context) error {
 	k0 := slope(xs, p50[0])
 	ts := []Target{{Scenario: "h", Name: "acquire p50 grows sub-linearly with N (exponent k of p50 ∝ N^k)", Want: "k < 1",
 		Got: fmt.Sprintf("k = %.2f", k0), Pass: !math.IsNaN(k0) && k0 < 1}}
+	ts = append(ts, r.scenarioHParallel(ctx, cts, ns, xs)...)
 	targetTable(w, ts)
 	r.add(ts...)
 	return nil
+}
+
+// hGoroutines is the concurrency of scenario h's second table.
+const hGoroutines = 64
+
+// scenarioHParallel is scenario h at hGoroutines goroutines on distinct keys (ours and redsync
+// default, every (library, N) pair interleaved): ops/s, acquire p99, and the CPU-time cost of
+// a lock, 1 / (ops/s), fitted against N.
+func (r *runner) scenarioHParallel(ctx context.Context, all []*contender, ns []int, xs []float64) []Target {
+	k := len(libNames)
+	var cts []*contender
+	for i := range ns {
+		cts = append(cts, all[i*k], all[i*k+1]) // ours, redsync default
+	}
+	r.logf("h: %d contenders × %s at %d goroutines, interleaved", len(cts), r.cfg.HDur, hGoroutines)
+	sts := interleaveWith(ctx, cts, r.cfg.HDur, r.cfg.Slice, func(c *contender, st *stats, d time.Duration) {
+		c.runParallel(ctx, st, d, hGoroutines)
+	})
+	w := r.out
+	fmt.Fprintf(w, "## h: scaling with the number of nodes N at %d goroutines (distinct keys)\n\n", hGoroutines)
+	head := []string{"N", "ours ops/s", "ours acquire p99", "redsync default ops/s", "redsync default acquire p99", "ours/redsync ops/s", "ours/redsync p99"}
+	cost := [2][]float64{make([]float64, len(ns)), make([]float64, len(ns))}
+	rows := make([][]string, len(ns))
+	var ns2 []string
+	for i, n := range ns {
+		o, rs := sts[2*i], sts[2*i+1]
+		rows[i] = []string{fmt.Sprint(n), rate(o.opsPerSec()), ms(o.acq.pct(99)), rate(rs.opsPerSec()), ms(rs.acq.pct(99)),
+			ratio(o.opsPerSec(), rs.opsPerSec()), fmtRatio(durRatio(o.acq.pct(99), rs.acq.pct(99)))}
+		for l, st := range []*stats{o, rs} {
+			cost[l][i] = 1 / st.opsPerSec()
+			ns2 = append(ns2, errNote(cts[2*i+l].name, st))
+		}
+	}
+	table(w, head, rows)
+	ko, kr := slope(xs, cost[0]), slope(xs, cost[1])
+	fmt.Fprintf(w, "The cost of a lock, 1 / (ops/s), against N, fitted as cost ∝ N^k: ours k = %.2f, redsync default k = %.2f (k < 1 is sub-linear).\n\n", ko, kr)
+	notes(w, ns2)
+	return []Target{{Scenario: "h", Name: fmt.Sprintf("cost per lock at %d goroutines grows sub-linearly with N (exponent k of 1/ops ∝ N^k)", hGoroutines),
+		Want: "k < 1", Got: fmt.Sprintf("k = %.2f", ko), Pass: !math.IsNaN(ko) && ko < 1}}
 }
