@@ -414,8 +414,17 @@ func (u *undoLog) deliver(ev event) {
 	if u.obs != nil && firstOutcome(ev) {
 		u.c.observeNode(u.obs, u.ctx, OpUndo, ev, ev.err == nil && ev.val == 1)
 	}
-	if ev.final() && ev.err != nil {
-		u.c.cfg.logger.Warn("redlock: undo of a failed acquire did not reach a node; the key expires with its TTL",
+	if !ev.final() {
+		return
+	}
+	// Logged when undos start failing on a node and when they reach it again, not once per
+	// failed attempt: with a node down, every attempt's undo fails there.
+	q := u.c.nodes[ev.node].q
+	switch {
+	case ev.err != nil && !q.undoFailing.Swap(true):
+		u.c.cfg.logger.Warn("redlock: undos of failed acquires do not reach a node; their keys there expire with their TTL",
 			"key", quoteKey(u.key), "node", ev.node, "err", ev.err)
+	case ev.err == nil && q.undoFailing.Swap(false):
+		u.c.cfg.logger.Info("redlock: undos reach the node again", "node", ev.node)
 	}
 }

@@ -71,7 +71,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
 	}
 	c.renewer.c = c
-	c.wake.c, c.wake.linger, c.wake.turnLinger = c, wakeLinger, turnLinger
+	c.wake.c, c.wake.linger, c.wake.turnLinger, c.wake.pubsubLinger = c, wakeLinger, turnLinger, pubsubLinger
 	if err := c.checkDistinct(); err != nil {
 		c.Close()
 		return nil, err

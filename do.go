@@ -3,6 +3,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -27,6 +29,11 @@ import (
 // to a store that rejects stale tokens: a process pause or a delayed packet can carry a write
 // past the deadline, and only the token check stops it (docs/design.md).
 //
+// ttl must be at least [Client.MinDoTTL] (100 ms with the default options): with a shorter
+// one fn would be told to stop too close to the validity deadline to stop before it. When the acquire returns with less
+// validity left than the cancel margin (slow nodes ate it), fn is not called and Do returns
+// a *LockLostError with Late [LateAcquire].
+//
 // Do returns fn's error when the lock was held throughout. When the lock was lost, it
 // returns an error matching ErrLockLost, joined with fn's error if fn returned one. Errors
 // from Acquire are returned as they are (ErrNotAcquired, ctx.Err(), ErrInvalidArgument),
@@ -44,7 +51,35 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
+	if err := c.checkDoTTL(ttl); err != nil {
+		return err
+	}
 	return c.do(ctx, set, ttl, fn)
+}
+
+// MinDoTTL returns the shortest TTL that [Client.Do] and [Client.DoMulti] accept with this
+// Client's options: the one whose cancel margin (cancel margin × ttl, [WithCancelMargin])
+// is minCancelNotice, 100 ms with the default tenth. Below it fn would be told to stop so
+// close to the validity deadline that a timer or a goroutine running late by a few
+// milliseconds, as they do on a loaded machine, lets fn run past it; with a TTL of 5 ms the
+// renewals could not even be tried in time.
+func (c *Client) MinDoTTL() time.Duration {
+	need := float64(minCancelNotice) / c.cfg.cancelMargin
+	return time.Duration(math.Ceil(need/float64(time.Millisecond))) * time.Millisecond
+}
+
+// minCancelNotice is the least time between Do's cancellation of fn and the validity
+// deadline: more than the lateness of Go's timers and of a goroutine's wake-up under load
+// (a few milliseconds; docs/performance.md, "Renewals under CPU starvation").
+const minCancelNotice = 10 * time.Millisecond
+
+// checkDoTTL refuses a ttl below MinDoTTL.
+func (c *Client) checkDoTTL(ttl time.Duration) error {
+	if m := c.MinDoTTL(); ttl < m {
+		return invalidf("ttl %v is too short for Do: fn must be told to stop at least %v before the validity deadline, which needs a ttl of at least %v with a cancel margin of %v (MinDoTTL)",
+			ttl, minCancelNotice, m, c.cfg.cancelMargin)
+	}
+	return nil
 }
 
 // do is Do and DoMulti once the arguments are valid.
@@ -66,6 +101,14 @@ func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn fun
 	if l.outer != nil {
 		return doJoined(ctx, l, fn)
 	}
+	margin := time.Duration(float64(l.ttl) * c.cfg.cancelMargin)
+	if left := l.Until().Sub(c.cfg.clock.Now()); left < margin {
+		// fn would be told to stop at once: do not start it.
+		lost := &LockLostError{Keys: l.set.keys, Margin: margin, Late: LateAcquire,
+			Cause: fmt.Errorf("%w: %v of validity left, less than the cancel margin", errAcquireLate, left.Round(time.Microsecond))}
+		c.releaseAfterDo(ctx, l, lost)
+		return lost
+	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	h := c.renewer.add(ctx, l, cancel)
 
@@ -73,13 +116,7 @@ func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn fun
 		p := recover()
 		lostErr := c.renewer.remove(h)
 		cancel(context.Canceled)
-		// Release even a lost lock: compare-and-delete removes whatever keys are still ours.
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout+time.Second)
-		if rerr := l.Release(rctx); rerr != nil && lostErr == nil && !errors.Is(rerr, ErrReleased) {
-			c.cfg.logger.Warn("redlock: release after Do failed; the keys expire with their TTL",
-				"key", l.set.logKey(), "err", rerr)
-		}
-		rcancel()
+		c.releaseAfterDo(ctx, l, lostErr)
 		if p != nil {
 			panic(p)
 		}
@@ -88,6 +125,17 @@ func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn fun
 		}
 	}()
 	return fn(l.Context(fnCtx), l)
+}
+
+// releaseAfterDo releases a Do's lock, even a lost one (compare-and-delete removes whatever
+// keys are still ours); a failure is logged unless the lock was known to be lost.
+func (c *Client) releaseAfterDo(ctx context.Context, l *Lock, lostErr error) {
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.nodeTimeout+time.Second)
+	defer rcancel()
+	if rerr := l.Release(rctx); rerr != nil && lostErr == nil && !errors.Is(rerr, ErrReleased) {
+		c.cfg.logger.Warn("redlock: release after Do failed; the keys expire with their TTL",
+			"key", l.set.logKey(), "err", rerr)
+	}
 }
 
 func (c *Client) lose(ctx context.Context, l *Lock, cancel context.CancelCauseFunc, err error) error {

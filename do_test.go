@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -102,6 +103,7 @@ func TestDoRenewsOnRealNodes(t *testing.T) {
 	const ttl = 400 * time.Millisecond
 	ctx := ctxT(t, time.Minute)
 	var tries int
+	lag := schedLag()
 	err := c.Do(ctx, "do:renew", ttl, func(ctx context.Context, l *Lock) error {
 		end := time.Now().Add(8 * ttl)
 		for time.Now().Before(end) {
@@ -120,8 +122,11 @@ func TestDoRenewsOnRealNodes(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+	if late := lag(); err != nil {
+		if errors.Is(err, ErrLockLost) && late > ttl/5 {
+			t.Skipf("the lock was lost (%v), but this process's timers ran up to %v late, longer than a renewal interval: the machine is starved", err, late)
+		}
+		t.Fatalf("%v (timers at most %v late)", err, late)
 	}
 	if tries < 10 {
 		t.Fatalf("only %d checks", tries)
@@ -147,6 +152,7 @@ func TestDoCancelsBeforeExpiry(t *testing.T) {
 	fnErr := errors.New("stopped early")
 	var cancelledAt, until time.Time
 	var cause error
+	lag := schedLag()
 	err = c.Do(ctxT(t, time.Minute), "do:lost", ttl, func(ctx context.Context, l *Lock) error {
 		for _, n := range cluster.Nodes()[:3] {
 			if err := n.Pause(); err != nil {
@@ -169,8 +175,14 @@ func TestDoCancelsBeforeExpiry(t *testing.T) {
 	if !errors.As(cause, &lle) || lle.Refused || lle.Late == LateNone || lle.Margin != time.Duration(float64(ttl)*DefaultCancelMargin) {
 		t.Fatalf("cancellation cause %#v, want a late *LockLostError with the cancel margin", lle)
 	}
-	if !cancelledAt.Before(until) {
-		t.Fatalf("fn was told %v after the validity deadline", cancelledAt.Sub(until))
+	margin := time.Duration(float64(ttl) * DefaultCancelMargin)
+	if late := lag(); !cancelledAt.Before(until) {
+		if late > margin/2 {
+			// The cancellation is scheduled for Until − margin; a process whose timers run
+			// this late cannot see it in time, which is why writes carry fencing tokens.
+			t.Skipf("fn was told %v after the validity deadline, but this process's timers ran up to %v late (margin %v): the machine is starved", cancelledAt.Sub(until), late, margin)
+		}
+		t.Fatalf("fn was told %v after the validity deadline, with timers at most %v late", cancelledAt.Sub(until), late)
 	}
 	t.Logf("fn told %v before the validity deadline (margin %v)", until.Sub(cancelledAt), time.Duration(float64(ttl)*DefaultCancelMargin))
 	for _, n := range cluster.Nodes()[:3] {
@@ -274,4 +286,76 @@ func TestDoLockLostError(t *testing.T) {
 		t.Fatalf("message: %v", err)
 	}
 	// The late case: TestDoCancelsBeforeExpiry.
+}
+
+// TestDoRefusesTTLItCannotRenew: a TTL below MinDoTTL (100 ms with the default tenth of a
+// cancel margin, so that fn is told at least 10 ms before the deadline) is refused before
+// anything is sent, and fn is not run; a larger cancel margin lowers the minimum.
+func TestDoRefusesTTLItCannotRenew(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	if got := c.MinDoTTL(); got != 100*time.Millisecond {
+		t.Fatalf("MinDoTTL %v with the defaults, want 100ms", got)
+	}
+	before := commandCounts(servers)
+	called := false
+	fn := func(context.Context, *Lock) error { called = true; return nil }
+	for _, ttl := range []time.Duration{5 * time.Millisecond, 99 * time.Millisecond} {
+		if err := c.Do(ctxT(t, time.Second), testKey, ttl, fn); !errors.Is(err, ErrInvalidArgument) || called {
+			t.Fatalf("Do with ttl %v: %v (fn called: %v), want ErrInvalidArgument and fn not run", ttl, err, called)
+		}
+		if err := c.DoMulti(ctxT(t, time.Second), []string{"a", "b"}, ttl, func(context.Context, *MultiLock) error { called = true; return nil }); !errors.Is(err, ErrInvalidArgument) || called {
+			t.Fatalf("DoMulti with ttl %v: %v (fn called: %v), want ErrInvalidArgument", ttl, err, called)
+		}
+	}
+	if after := commandCounts(servers); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("refused Do calls sent commands: %v → %v", before, after)
+	}
+	if err := c.Do(ctxT(t, 5*time.Second), testKey, 100*time.Millisecond, fn); err != nil || !called {
+		t.Fatalf("Do with ttl = MinDoTTL: %v (fn called: %v)", err, called)
+	}
+	wide := newTestClient(t, clients, WithCancelMargin(0.5))
+	if got := wide.MinDoTTL(); got != 20*time.Millisecond {
+		t.Fatalf("MinDoTTL %v with a cancel margin of a half, want 20ms", got)
+	}
+}
+
+// lateClock reads start for its first reads readings and start + then after that: an
+// acquire whose replies come in after its validity was nearly used up.
+type lateClock struct {
+	start time.Time
+	then  time.Duration
+	reads int32
+	n     atomic.Int32
+}
+
+func (c *lateClock) Now() time.Time {
+	if c.n.Add(1) <= c.reads {
+		return c.start
+	}
+	return c.start.Add(c.then)
+}
+
+// TestDoSkipsFnWhenAcquireLeftNoTime: when the acquire returns with less validity left than
+// the cancel margin (slow nodes ate it), Do does not run fn: it would be told to stop at once.
+// It returns a *LockLostError with Late LateAcquire, and releases the lock.
+func TestDoSkipsFnWhenAcquireLeftNoTime(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	const ttl = time.Second // margin 100 ms, drift 12 ms
+	// Two readings at the start (the waiter's ticket and the attempt's start), then 900 ms
+	// later: 88 ms of validity left, less than the margin.
+	clk := &lateClock{start: time.Now(), then: 900 * time.Millisecond, reads: 2}
+	c := newTestClient(t, clients, WithClock(clk))
+	called := false
+	err := c.Do(ctxT(t, 5*time.Second), testKey, ttl, func(context.Context, *Lock) error { called = true; return nil })
+	var lle *LockLostError
+	if called || !errors.Is(err, ErrLockLost) || !errors.As(err, &lle) || lle.Late != LateAcquire {
+		t.Fatalf("Do after an acquire that left 88 ms: %v (fn called: %v), want a LateAcquire *LockLostError", err, called)
+	}
+	settle(c)
+	for i, s := range servers {
+		if s.Exists(testKey) {
+			t.Fatalf("node %d kept the key of a Do that did not run fn", i)
+		}
+	}
 }

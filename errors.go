@@ -74,6 +74,28 @@ var errValidityExpired = errors.New("validity time used up before a quorum agree
 // errNodeTimeout is a node's error when it did not answer within the node timeout.
 var errNodeTimeout = errors.New("no reply within the node timeout")
 
+// nodeDownError is errNodeTimeout or errNodeStalled with what the node's connection last
+// failed with (a refused dial, a refused AUTH), when it failed without the node answering:
+// a timeout alone would hide that the node refuses connections.
+type nodeDownError struct {
+	base, last error // last may be nil
+}
+
+func (e nodeDownError) Error() string {
+	if e.last == nil {
+		return e.base.Error()
+	}
+	return e.base.Error() + " (the connection's last error: " + e.last.Error() + ")"
+}
+
+// Unwrap returns the sentinel and the connection's error, for errors.Is and errors.As.
+func (e nodeDownError) Unwrap() []error {
+	if e.last == nil {
+		return []error{e.base}
+	}
+	return []error{e.base, e.last}
+}
+
 // errNodeStalled is a node's error when a call was not sent because every call in flight
 // to that node was already past the node timeout.
 var errNodeStalled = errors.New("not sent: the node is not answering (every call in flight is past the node timeout)")
@@ -219,7 +241,13 @@ const (
 	LateRenewalUnconfirmed
 	// LateRenewerLate: the renewer ran too late to try (the process paused or starved).
 	LateRenewerLate
+	// LateAcquire: the acquire itself returned with less validity left than the cancel
+	// margin, so fn was not run (Do, DoMulti).
+	LateAcquire
 )
+
+// errAcquireLate is the cause of a LateAcquire loss.
+var errAcquireLate = errors.New("the acquire left no time to run fn")
 
 // Error implements error; the text is as before the type existed.
 func (e *LockLostError) Error() string {

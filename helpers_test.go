@@ -175,3 +175,33 @@ func countAttempts(clients []redis.UniversalClient) *holderIDs {
 // set counters out of step: with the slot layout every token is at least the acquiring
 // client's clock reading, which would hide counters set below it.
 func aheadOfSeeds() int64 { return time.Now().Add(time.Hour).UnixMicro() }
+
+// schedLag starts measuring how late a 5 ms ticker fires, at most, until the returned
+// function is called: how far this process is from being scheduled on time. A test whose
+// bound assumes timers run on time (within a cancel margin, say) can tell a starved machine
+// from a broken bound with it.
+func schedLag() (stop func() time.Duration) {
+	const every = 5 * time.Millisecond
+	done := make(chan struct{})
+	var worst time.Duration
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		last := time.Now()
+		for {
+			select {
+			case now := <-t.C:
+				worst = max(worst, now.Sub(last)-every, time.Since(now))
+				last = now
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() time.Duration {
+		close(done)
+		wg.Wait()
+		return worst
+	}
+}

@@ -126,7 +126,6 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) extendOp(ctx context.Context, ttl time.Duration, done func(error)) *quorumOp {
 	o := l.c.newQuorumOp(ctx, "extend", l.set, done)
 	o.after, o.cmd = l.lastCalls(), newExtendCommand(l.set, l.id, l.c.keyTTLMillis(ttl))
-	o.cmd.patience = patienceFor(ttl)
 	if !l.c.cfg.noHealing {
 		o.heal = l.heal
 	}
@@ -167,7 +166,10 @@ func (l *Lock) extendOutcome(start time.Time, ttl time.Duration) func(error) err
 
 // Release deletes the lock's key on every node in parallel with a compare-and-delete script
 // that never touches another holder's key. It returns once a quorum has confirmed the
-// delete; nodes still answering finish in the background ([Client.Close] waits for them).
+// delete, or once that has become impossible, at most the node timeout after the calls were
+// written ([WithNodeTimeout]; longer only for a node whose observed round trips are);
+// nodes still answering finish in the background ([Client.Close] waits for them), so an
+// error may come back for a release that the slow nodes then complete.
 // Exactly one Release of a Lock returns nil: the one that released it. Every other call,
 // concurrent or later, sends nothing more and returns an error matching ErrReleased (and
 // ErrNotHeld); a concurrent call first waits for the one in flight, and tries again itself

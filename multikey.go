@@ -73,6 +73,9 @@ func (c *Client) DoMulti(ctx context.Context, keys []string, ttl time.Duration, 
 	if err != nil {
 		return err
 	}
+	if err := c.checkDoTTL(ttl); err != nil {
+		return err
+	}
 	return c.do(ctx, set, ttl, func(ctx context.Context, l *Lock) error { return fn(ctx, &MultiLock{l: l}) })
 }
 

@@ -77,23 +77,31 @@ func (c *Client) nodeErr(i int, err error) *NodeError {
 	return &NodeError{Node: i, Addr: c.nodes[i].addr, Err: err}
 }
 
-// checkDistinct asks every node for its run_id (INFO server) and refuses two nodes that
-// answer with the same one: one server reached under two addresses (127.0.0.1:7604 and
-// localhost:7604) is not two independent nodes. It waits at most min(node timeout, 1 s); a
-// node that does not answer by then, or cannot (a user without +info, a server whose INFO has
-// no server section), is not checked.
+// checkDistinct asks every node for its INFO (the default sections) and refuses two nodes
+// that answer with the same run_id, since one server reached under two addresses
+// (127.0.0.1:7604 and localhost:7604) is not two independent nodes, and a node that is a
+// replica (role:slave), since a read-only copy of another server is not an independent
+// node either: it refuses every acquire, and Status would count it as holding the keys
+// its master holds. [WithReplicasAllowed] lets replicas through. It waits at most
+// min(node timeout, 1 s); a node that does not answer by then, or cannot (a user without
+// +info, a server whose INFO lacks those fields), is not checked.
 func (c *Client) checkDistinct() error {
 	n := len(c.nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.nodeTimeout, time.Second))
 	defer cancel()
 	ids := make([]string, n)
-	_ = c.askAll(ctx, &command{args: []any{"info", "server"}, kind: replyString}, func(ev event) {
+	roles := make([]string, n)
+	_ = c.askAll(ctx, &command{args: []any{"info"}, kind: replyString}, func(ev event) {
 		if ev.err == nil {
-			ids[ev.node] = runID(ev.str)
+			ids[ev.node], roles[ev.node] = infoField(ev.str, "run_id"), infoField(ev.str, "role")
 		}
 	}) // a node that has not answered by the deadline is not checked
 	seen := make(map[string]int, n)
 	for i, id := range ids {
+		if roles[i] == "slave" && !c.cfg.replicasAllowed {
+			return invalidf("node %d (%s) is a replica: a read-only copy of another server is not an independent Redlock node; give the masters (WithReplicasAllowed lets replicas through)",
+				i, c.nodes[i].addr)
+		}
 		if id == "" {
 			continue
 		}
@@ -105,10 +113,10 @@ func (c *Client) checkDistinct() error {
 	return nil
 }
 
-// runID returns the run_id field of an INFO server reply, "" when there is none.
-func runID(info string) string {
+// infoField returns the value of field in an INFO reply, "" when there is none.
+func infoField(info, field string) string {
 	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "run_id:"); ok {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
 			return v
 		}
 	}

@@ -78,6 +78,7 @@ type config struct {
 	lockDelay        time.Duration
 	observer         Observer      // WithObserver; nil for none
 	noWakeups        bool          // WithoutWakeups: no PUBLISH on release, no SUBSCRIBE for waiters
+	replicasAllowed  bool          // WithReplicasAllowed: New accepts a node with role:slave
 	layout           CounterLayout // WithCounterLayout
 }
 
@@ -117,8 +118,8 @@ func WithDriftFactor(f float64) Option {
 // when its go-redis client ignores context deadlines. The wait is longer, up to
 // max(4 d, 1 s) / 2, in two cases (docs/design.md §3.7): when the node has lately answered
 // slower than d (its smoothed round trip plus four deviations, as TCP's retransmission timer
-// follows the RTT; many processes on one node under load), and for acquires and extends, up
-// to a twentieth of their TTL (go-redsync's timeout factor), so that a burst that makes
+// follows the RTT; many processes on one node under load), and for acquires, up to a
+// twentieth of their TTL (go-redsync's timeout factor), so that a burst that makes
 // every node slow for a moment does not turn into timeouts, undos and retries. While the
 // node keeps answering other pipelines, the wait is extended up to max(4 d, 1 s) from the
 // write, since the delay is then most likely this process's own; and while every call in
@@ -323,6 +324,18 @@ func WithLockDelay(d time.Duration) Option {
 			return invalidf("lock delay %v leaves no room for a TTL under MaxTTL (%v)", d, MaxTTL)
 		}
 		c.lockDelay = d
+		return nil
+	}
+}
+
+// WithReplicasAllowed lets [New] accept a node that answers as a replica (INFO's
+// role:slave). By default New refuses one, with an error matching ErrInvalidArgument: a
+// replica is a read-only copy of another server, so it refuses every acquire and is not an
+// independent node of the quorum. Meant for tools that only read ([Client.Status]) and for
+// tests. Default: replicas refused.
+func WithReplicasAllowed() Option {
+	return func(c *config) error {
+		c.replicasAllowed = true
 		return nil
 	}
 }

@@ -459,3 +459,47 @@ func TestRealSameServerTwice(t *testing.T) {
 	}
 	c.Close()
 }
+
+// TestRealReplicaRefused: a node that is a replica of another (REPLICAOF) is refused by New
+// with ErrInvalidArgument, unless WithReplicasAllowed; Status through such a client reads
+// what the replica holds, which is why it is refused for locking.
+func TestRealReplicaRefused(t *testing.T) {
+	cluster := redisproc.StartT(t, 4, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 30*time.Second)
+	host, port, _ := strings.Cut(cluster.Addrs()[0], ":")
+	if err := admin[3].SlaveOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "node 3 to replicate node 0", func() bool {
+		info, err := admin[3].Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	})
+	_, err := New(cluster.ClientsT(t))
+	if !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "node 3") || !strings.Contains(err.Error(), "replica") {
+		t.Fatalf("New with node 3 a replica of node 0: %v, want ErrInvalidArgument naming node 3", err)
+	}
+	c, err := New(cluster.ClientsT(t), WithReplicasAllowed())
+	if err != nil {
+		t.Fatalf("New with WithReplicasAllowed: %v", err)
+	}
+	c.Close()
+}
+
+// TestPipelineConnectErrorReachesEveryCall: when go-redis cannot connect for a pipeline (here
+// its AUTH is refused), every call of the batch gets that error, not an empty reply: before,
+// Status showed "unexpected type=<nil> for Slice" for a node with a wrong password.
+func TestPipelineConnectErrorReachesEveryCall(t *testing.T) {
+	cluster := redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: []string{"--user", "lock", "on", ">right", "~*", "&*", "+@all"}})
+	rc := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0], Username: "lock", Password: "wrong", MaxRetries: -1})
+	t.Cleanup(func() { rc.Close() })
+	q := &nodeQueue{rc: rc}
+	set, _ := newLockKeys("k")
+	calls := []*call{newStatusCommand(set, SlotCounters).newCall(0, nil), newStatusCommand(set, SlotCounters).newCall(0, nil)}
+	for i, cmd := range q.write(ctxT(t, 10*time.Second), calls, nil) {
+		ev := decode(replySlice, cmd)
+		if ev.err == nil || !strings.Contains(ev.err.Error(), "WRONGPASS") {
+			t.Fatalf("call %d of the batch: %v, want the WRONGPASS of the refused AUTH", i, ev.err)
+		}
+	}
+}

@@ -3,6 +3,9 @@ package redlock
 import (
 	"context"
 	"errors"
+	"github.com/redis/go-redis/v9"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -182,5 +185,40 @@ func TestAcquireAfterOwnRelease(t *testing.T) {
 	settle(c)
 	if left := c.pending.len(); left != 0 {
 		t.Fatalf("%d pending releases left after every call was final", left)
+	}
+}
+
+// TestDeadNodeLogsOncePerChange: with one node refusing connections, every failed attempt's
+// undo fails there; that is logged once when it starts, not once per attempt, and the
+// node's entry in the error says the connection was refused (with go-redis dialling once,
+// as docs/operations.md recommends), not that the node did not answer in time.
+func TestDeadNodeLogsOncePerChange(t *testing.T) {
+	servers, _ := miniNodes(t, 5)
+	var clients []redis.UniversalClient
+	for _, s := range servers { // the options docs/operations.md recommends
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialerRetries: 1})
+		t.Cleanup(func() { rc.Close() })
+		clients = append(clients, rc)
+	}
+	servers[0].Close() // connection refused from now on
+	for _, s := range servers[1:3] {
+		s.Set(testKey, "someone-else") // held elsewhere: every attempt fails and is undone
+	}
+	logs := &countingHandler{match: "undo"}
+	c := newTestClient(t, clients, WithNodeTimeout(300*time.Millisecond), WithLogger(slog.New(logs)))
+	ctx := ctxT(t, 30*time.Second)
+	var err error
+	for range 3 {
+		_, err = c.TryAcquire(ctx, testKey, 10*time.Second)
+		if !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("TryAcquire with the key held on 2 nodes and 1 dead: %v", err)
+		}
+		settle(c)
+	}
+	if n := logs.count(); n != 1 {
+		t.Fatalf("%d log lines about undos for 3 failed attempts, want 1", n)
+	}
+	if !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("the dead node's entry does not say the connection was refused: %v", err)
 	}
 }

@@ -19,6 +19,11 @@ type renewer struct {
 	holds   holdHeap // ordered by wake
 	running bool
 	kick    chan struct{} // buffered 1: the earliest wake may have moved
+	// lag is how late the loop has lately woken after the time it asked for (the most of
+	// its recent wakes, decaying by an eighth per wake): a process starved of CPU or paused
+	// wakes late, and then renewals are sent that much earlier, so that the next lateness
+	// eats into slack rather than into the time before the cancel point.
+	lag time.Duration
 }
 
 // hold is one Do's lock under renewal.
@@ -96,6 +101,7 @@ func (r *renewer) loop() {
 	defer r.c.bg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var asked time.Time // when the last timed wait was to end; zero after a kick
 	for {
 		r.mu.Lock()
 		if len(r.holds) == 0 {
@@ -104,14 +110,16 @@ func (r *renewer) loop() {
 			return
 		}
 		now := r.c.cfg.clock.Now()
+		r.noteLag(now, asked)
 		var lose, renew, later []*hold
 		// Take the holds that are due, and with them those whose renewal is due within an
-		// eighth of their interval: renewing those a little early lets the renewals of many
-		// holds share a wake-up and, through the transport, one pipeline per node.
+		// eighth of their interval, or within the loop's recent lag when that is longer:
+		// renewing those a little early lets the renewals of many holds share a wake-up and,
+		// through the transport, one pipeline per node, and keeps a starved process ahead.
 		for len(r.holds) > 0 {
 			top := r.holds[0]
 			// Early only after a confirmed renewal: a hold that is retrying waits its pause out.
-			if top.wake.After(now) && (top.inflight || top.last != nil || top.next.Sub(now) > top.interval/8) {
+			if top.wake.After(now) && (top.inflight || top.last != nil || top.next.Sub(now) > max(top.interval/8, min(r.lag, top.interval/2))) {
 				break
 			}
 			h := heap.Pop(&r.holds).(*hold)
@@ -150,13 +158,23 @@ func (r *renewer) loop() {
 		for _, h := range renew {
 			r.extend(h, now)
 		}
+		asked = time.Time{}
 		if wait > 0 {
 			timer.Reset(wait)
 			select {
 			case <-timer.C:
+				asked = now.Add(wait)
 			case <-r.kick:
 			}
 		}
+	}
+}
+
+// noteLag records how late the loop woke after a timed wait meant to end at asked.
+func (r *renewer) noteLag(now, asked time.Time) {
+	r.lag -= r.lag / 8
+	if !asked.IsZero() {
+		r.lag = max(r.lag, now.Sub(asked))
 	}
 }
 

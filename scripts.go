@@ -244,15 +244,16 @@ type command struct {
 	script *lua // non-nil for a script: "evalsha", sha1, numkeys, keys..., argv...
 	kind   replyKind
 	// patience, when longer than the node's timeout, is how long its calls wait for a reply
-	// (transport.go, batchTimeout): an acquire, raise or extend waits up to a twentieth of
-	// its TTL (patienceFor), as redsync does, so that a burst that makes every node slow
-	// for a moment does not turn into timeouts, undos and retries.
+	// (transport.go, batchTimeout): an acquire or raise waits up to a twentieth of its TTL
+	// (patienceFor), as redsync does, so that a burst that makes every node slow for a
+	// moment does not turn into timeouts, undos and retries.
 	patience time.Duration
 }
 
-// patienceFor is the patience of the calls of an acquire, raise or extend with ttl: a
-// twentieth of it (5 %, go-redsync's default timeout factor; the validity left after the
-// wait is checked as always).
+// patienceFor is the patience of the calls of an acquire or raise with ttl: a twentieth of
+// it (5 %, go-redsync's default timeout factor; the validity left after the wait is checked
+// as always). Extends and releases have none: their caller gets its answer within the
+// node's timeout, and a renewal that fails is tried again.
 func patienceFor(ttl time.Duration) time.Duration { return ttl / 20 }
 
 // newScriptCall builds the EVALSHA command of a script.

@@ -94,7 +94,6 @@ type call struct {
 	next  []*call // to enqueue once final (per-node ordering after this call)
 
 	overdue atomic.Bool     // a timeout was reported before it was written (waiting behind a call)
-	slow    atomic.Bool     // a patient call (keep) in flight past the node timeout, not reported
 	written atomic.Int64    // when its batch was written, in Unix ns; set only for an Observer
 	rel     *pendingRelease // a release or undo: its entry in the client's pendingReleases
 }
@@ -110,12 +109,15 @@ type nodeQueue struct {
 	rc   redis.UniversalClient
 	wake chan struct{} // work for an idle sender; buffered
 
-	mu       sync.Mutex
-	queue    []*call
-	active   int       // senders running, idle ones included
-	idle     int       // senders waiting for work
-	overdue  int       // batches in flight past the node timeout
-	lastBack time.Time // when a batch of this node last returned
+	mu          sync.Mutex
+	queue       []*call
+	active      int         // senders running, idle ones included
+	idle        int         // senders waiting for work
+	overdue     int         // batches in flight past the node timeout
+	lastBack    time.Time   // when a batch of this node last returned
+	lastErr     error       // the error of the last batch that failed without the node answering; nil once it answers
+	undoFailing atomic.Bool // the last undo sent to the node failed (undoLog logs the changes)
+
 	// The node's round trips as this process sees them (write to reply of a batch the node
 	// answered), smoothed as TCP smooths its RTT (RFC 6298): srtt the mean, rttvar the mean
 	// deviation; 0 before the first sample. They set timeout().
@@ -274,7 +276,7 @@ func (q *nodeQueue) send(c *call) {
 	if !c.keep && q.stalled() {
 		q.mu.Unlock()
 		if c.state.CompareAndSwap(callQueued, callCancelled) {
-			q.report(c, event{out: notSent, err: errNodeStalled})
+			q.report(c, event{out: notSent, err: q.downErr(errNodeStalled)})
 		} // else the owner cancelled it first
 		q.finish(c)
 		return
@@ -307,7 +309,7 @@ func (q *nodeQueue) sendAfter(prev, c *call) {
 			q.cl.bg.Add(1) // held by c while it waits; released when it is enqueued
 			prev.next = append(prev.next, c)
 			prev.mu.Unlock()
-			if prev.state.Load() == callTimedOut || prev.overdue.Load() || prev.slow.Load() {
+			if prev.state.Load() == callTimedOut || prev.overdue.Load() {
 				q.reportWaitingTimeout(c)
 			}
 			return
@@ -323,7 +325,7 @@ func (q *nodeQueue) reportWaitingTimeout(c *call) {
 	if !c.overdue.CompareAndSwap(false, true) {
 		return
 	}
-	q.report(c, event{out: timedOut, err: errNodeTimeout})
+	q.report(c, event{out: timedOut, err: q.downErr(errNodeTimeout)})
 	q.reportWaiting(c)
 }
 
@@ -444,6 +446,9 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	if alive {
 		q.lastBack = time.Now()
 		q.sampleRTT(q.lastBack.Sub(b.written))
+		q.lastErr = nil
+	} else if len(cmds) > 0 {
+		q.lastErr = cmds[0].Err()
 	}
 	if b.overdue {
 		q.overdue--
@@ -476,7 +481,8 @@ func (q *nodeQueue) write(ctx context.Context, calls []*call, cmds []*redis.Cmd)
 		for i, c := range calls {
 			cmds[i] = pipe.Do(ctx, c.args...)
 		}
-		_, _ = pipe.Exec(ctx)
+		_, err := pipe.Exec(ctx)
+		unsent(cmds, err)
 	}
 	var again []int
 	for i, c := range calls {
@@ -494,8 +500,25 @@ func (q *nodeQueue) write(ctx context.Context, calls []*call, cmds []*redis.Cmd)
 		eval[0], eval[1] = "eval", calls[i].script.src
 		cmds[i] = pipe.Do(ctx, eval...)
 	}
-	_, _ = pipe.Exec(ctx)
+	_, err := pipe.Exec(ctx)
+	for _, i := range again {
+		unsent(cmds[i:i+1], err)
+	}
 	return cmds
+}
+
+// unsent gives err, the error of a whole pipeline, to its commands that got neither a reply
+// nor an error: go-redis v9.23 returns a failure to connect (a refused dial, a refused AUTH)
+// from Exec without setting it on the commands, which would then read as empty replies.
+func unsent(cmds []*redis.Cmd, err error) {
+	if err == nil {
+		return
+	}
+	for _, cmd := range cmds {
+		if cmd.Err() == nil && cmd.Val() == nil {
+			cmd.SetErr(err)
+		}
+	}
 }
 
 // expire runs at the node timeout of a batch that has not returned. If the node has
@@ -527,25 +550,14 @@ func (q *nodeQueue) expire(b *batch) {
 		return
 	}
 	q.mu.Unlock()
-	// Releases and undos wait longer: nothing in them is bounded by a validity time, and a
-	// late answer is better than reporting a lock as not released.
-	patient := now.Sub(b.written) < q.cl.execBudget()
-	rearm := false
+	// Every call, releases and undos too, reports its timeout now: a Release gets its answer
+	// within the node's timeout. The call itself goes on (up to the exec budget) and its late
+	// answer still drives what waits for it (an undo's log line, the pending release).
 	for _, c := range b.calls {
-		if c.keep && patient {
-			// The release waits on, but what waits behind it need not.
-			rearm = true
-			c.slow.Store(true)
-			q.reportWaiting(c)
-			continue
-		}
 		if c.state.CompareAndSwap(callSent, callTimedOut) {
-			q.report(c, event{out: timedOut, err: errNodeTimeout})
+			q.report(c, event{out: timedOut, err: q.downErr(errNodeTimeout)})
 			q.reportWaiting(c)
 		}
-	}
-	if rearm {
-		b.timer.Reset(q.cl.execBudget() - now.Sub(b.written))
 	}
 	q.mu.Lock()
 	var dropped []*call
@@ -567,9 +579,17 @@ func (q *nodeQueue) expire(b *batch) {
 	}
 	q.mu.Unlock()
 	for _, c := range dropped {
-		q.report(c, event{out: notSent, err: errNodeStalled})
+		q.report(c, event{out: notSent, err: q.downErr(errNodeStalled)})
 		q.finish(c)
 	}
+}
+
+// downErr is base (a timeout, or "not sent") with the node's last connection error, if any.
+func (q *nodeQueue) downErr(base error) error {
+	q.mu.Lock()
+	last := q.lastErr
+	q.mu.Unlock()
+	return nodeDownError{base: base, last: last}
 }
 
 // firstOutcome reports whether ev is the call's first outcome: not a late answer, and not

@@ -3,7 +3,9 @@ package redlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -406,4 +408,145 @@ func (o *countingObserver) Event(_ context.Context, e Event) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.onEvent(e)
+}
+
+// countingHandler is a slog.Handler that counts the records whose message contains match.
+type countingHandler struct {
+	match string
+	mu    sync.Mutex
+	n     int
+}
+
+func (h *countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h *countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.mu.Lock()
+		h.n++
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h *countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countingHandler) WithGroup(string) slog.Handler      { return h }
+func (h *countingHandler) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
+}
+
+// connectionsReceived is a node's total_connections_received (INFO stats).
+func connectionsReceived(tb testing.TB, rc redis.UniversalClient) int {
+	tb.Helper()
+	info, err := rc.Info(context.Background(), "stats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_connections_received:"); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	tb.Fatal("no total_connections_received in INFO stats")
+	return 0
+}
+
+// TestRealWakeWrongPasswordBacksOff: a waiter's client has a wrong password for node 0 (the
+// lock still works on the other four). While it waits, its subscription to node 0 fails at
+// every dial (AUTH refused); it must back off, not dial again at once: over 1.5 s node 0 sees
+// a handful of connections, not thousands, and the failure is logged once, not per dial.
+// Before, an error reply counted as "the connection is fine" and the read was retried at
+// once: about 2 300 connections a second.
+func TestRealWakeWrongPasswordBacksOff(t *testing.T) {
+	const pw = "rightSecret"
+	cluster := redisproc.StartT(t, 5, redisproc.Config{ExtraArgs: []string{"--user", "lock", "on", ">" + pw, "~*", "&*", "+@all"}})
+	admin := cluster.ClientsT(t)
+	clients := func(wrong bool) []redis.UniversalClient {
+		var cs []redis.UniversalClient
+		for i, a := range cluster.Addrs() {
+			p := pw
+			if wrong && i == 0 {
+				p = "wrongSecret"
+			}
+			rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: p, MaxRetries: -1})
+			t.Cleanup(func() { rc.Close() })
+			cs = append(cs, rc)
+		}
+		return cs
+	}
+	ctx := ctxT(t, 30*time.Second)
+	holder := newTestClient(t, clients(false))
+	const key = "wake:wrongpass"
+	held, err := holder.TryAcquire(ctx, key, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &countingHandler{match: "wake-up subscri"}
+	waiter := newTestClient(t, clients(true), WithRetryDelay(time.Minute), WithLogger(slog.New(logs)))
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.Acquire(wctx, key, 20*time.Second)
+		done <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the waiter to wait on the key", func() bool { return isWaiting(waiter, key) })
+	before := connectionsReceived(t, admin[0])
+	time.Sleep(1500 * time.Millisecond) // the window in which the dials are counted
+	dials := connectionsReceived(t, admin[0]) - before
+	cancel()
+	<-done
+	t.Logf("node 0 received %d connections in 1.5 s; %d log lines about the subscription", dials, logs.count())
+	if dials > 30 {
+		t.Fatalf("node 0 received %d connections in 1.5 s while its AUTH fails: a reconnect storm", dials)
+	}
+	if n := logs.count(); n == 0 || n > 4 {
+		t.Fatalf("%d log lines about the failing subscription, want one per change of state", n)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRealWakeConnectionsClosedWhenIdle: the subscription connections go once no waiter has
+// needed them for the linger time (a minute by default, 100 ms here), and come back for the
+// next waiter, which is still woken by the release.
+func TestRealWakeConnectionsClosedWhenIdle(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 30*time.Second)
+	holder := newTestClient(t, cluster.ClientsT(t))
+	waiter := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+	waiter.wake.mu.Lock()
+	waiter.wake.linger, waiter.wake.turnLinger, waiter.wake.pubsubLinger = 50*time.Millisecond, 50*time.Millisecond, 100*time.Millisecond
+	waiter.wake.mu.Unlock()
+	pubsubClients := func() int {
+		n := 0
+		for _, rc := range admin {
+			list, err := rc.ClientList(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for line := range strings.Lines(list) {
+				if strings.Contains(line, "cmd=subscribe") || strings.Contains(line, "cmd=unsubscribe") || !strings.Contains(line, " sub=0 ") {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for round := range 2 {
+		d, l := handoff(t, holder, waiter, "wake:idle", func() bool { return slices.Equal(numSubTurn(t, admin, waiter), []int64{1, 1, 1, 1, 1}) })
+		if d >= time.Second {
+			t.Fatalf("round %d: the waiter had the lock %v after the release: not woken", round, d)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		testutil.WaitFor(t, 10*time.Second, "the subscription connections to close", func() bool {
+			waiter.wake.mu.Lock()
+			gone := waiter.wake.gen == nil
+			waiter.wake.mu.Unlock()
+			return gone && pubsubClients() == 0
+		})
+	}
 }

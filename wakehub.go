@@ -22,11 +22,16 @@ const wakeLinger = 2 * time.Second
 const turnLinger = time.Minute
 
 // Bounds of the pause between two failed reads of a node's subscription connection (node
-// down, connection refused): doubled from the first to the last.
+// down, connection refused, AUTH refused): doubled from the first to the last.
 const (
 	wakeBackoffMin = 50 * time.Millisecond
 	wakeBackoffMax = 5 * time.Second
 )
+
+// pubsubLinger is how long the subscription connections (one per node) outlive the last
+// subscription: a Client that waited once does not keep a connection per node open for the
+// rest of its life (fleets of hundreds of instances count them against maxclients).
+const pubsubLinger = time.Minute
 
 // wakeHub delivers the releases that other processes announce to this Client's waiters: at
 // most one go-redis PubSub per node, made on the first subscription. A queued waiter (one
@@ -44,9 +49,10 @@ const (
 // one extra attempt, never mutual exclusion (docs/design.md, "Wake-ups"). Every failure
 // here (a node down, SUBSCRIBE refused by an ACL) is logged at Debug and means polling.
 type wakeHub struct {
-	c          *Client
-	linger     time.Duration // wakeLinger; tests shorten it before the first subscription
-	turnLinger time.Duration // turnLinger; likewise
+	c            *Client
+	linger       time.Duration // wakeLinger; tests shorten it before the first subscription
+	turnLinger   time.Duration // turnLinger; likewise
+	pubsubLinger time.Duration // pubsubLinger; likewise
 
 	mu         sync.Mutex
 	subs       map[string]*wakeSub // per key with waiters or lingering
@@ -56,12 +62,19 @@ type wakeHub struct {
 	turnWanted bool                // the turn channel is to be subscribed: turnSubs > 0, or lingering
 	turnIdle   time.Time           // when turnSubs last fell to 0
 	turnActive bool                // a node has confirmed the turn channel's SUBSCRIBE since it was wanted
-	nodes      []*wakeNode         // per node; nil until the first subscription
+	gen        *wakeGen            // the subscription connections and their goroutines; nil while none is needed
+	idleSince  time.Time           // when the last channel went (zero while one is wanted)
 	closed     bool
-	ctx        context.Context // ends at close: stops dials and the goroutines
-	cancel     context.CancelFunc
-	sweepCh    chan struct{} // closed at close, for the sweeper's sleep
-	wg         sync.WaitGroup
+	wg         sync.WaitGroup // every goroutine of every generation
+}
+
+// wakeGen is one set of subscription connections, one per node, with their goroutines and
+// the sweeper: made at the first subscription, ended by Close or after pubsubLinger
+// without any subscription; a later subscription makes a new one.
+type wakeGen struct {
+	ctx    context.Context // ends with the generation: stops dials and the goroutines
+	cancel context.CancelFunc
+	nodes  []*wakeNode
 }
 
 // wakeSub is one key's subscription.
@@ -101,6 +114,7 @@ const wakeHeard = 4
 // brings the node's subscriptions in line with the hub's keys, read takes the messages.
 type wakeNode struct {
 	h     *wakeHub
+	g     *wakeGen
 	i     int
 	ps    *redis.PubSub
 	dirty chan struct{} // buffered 1: the hub's key set changed
@@ -126,7 +140,7 @@ func (h *wakeHub) subscribe(key string, turn bool) {
 	if h.closed {
 		return
 	}
-	if h.nodes == nil {
+	if h.gen == nil {
 		h.startLocked()
 	}
 	if h.subs == nil {
@@ -352,26 +366,29 @@ func (h *wakeHub) wokenAttempt(key string, won bool, losses int) {
 	}
 }
 
-// startLocked makes the per-node PubSubs (no I/O until the first SUBSCRIBE) and starts
-// their goroutines and the sweeper.
+// startLocked makes a generation: the per-node PubSubs (no I/O until the first
+// SUBSCRIBE), their goroutines and the sweeper.
 func (h *wakeHub) startLocked() {
-	h.ctx, h.cancel = context.WithCancel(context.Background())
+	g := &wakeGen{nodes: make([]*wakeNode, len(h.c.nodes))}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
 	h.turnCh = turnChannel(h.c.id)
-	h.sweepCh = make(chan struct{})
-	h.nodes = make([]*wakeNode, len(h.c.nodes))
+	h.gen, h.idleSince = g, time.Time{}
 	for i, nd := range h.c.nodes {
-		n := &wakeNode{h: h, i: i, ps: nd.client.Subscribe(h.ctx), dirty: make(chan struct{}, 1)}
-		h.nodes[i] = n
+		n := &wakeNode{h: h, g: g, i: i, ps: nd.client.Subscribe(g.ctx), dirty: make(chan struct{}, 1)}
+		g.nodes[i] = n
 		h.wg.Add(2)
 		go n.sync()
 		go n.read()
 	}
 	h.wg.Add(1)
-	go h.sweep()
+	go h.sweep(g)
 }
 
 func (h *wakeHub) dirtyLocked() {
-	for _, n := range h.nodes {
+	if h.gen == nil {
+		return
+	}
+	for _, n := range h.gen.nodes {
 		select {
 		case n.dirty <- struct{}{}:
 		default:
@@ -379,41 +396,77 @@ func (h *wakeHub) dirtyLocked() {
 	}
 }
 
-// sweep drops the subscriptions whose last waiter left more than the linger time ago.
-func (h *wakeHub) sweep() {
+// sweep drops the subscriptions whose last waiter left more than the linger time ago, and
+// ends generation g once no channel has been wanted for pubsubLinger.
+func (h *wakeHub) sweep(g *wakeGen) {
 	defer h.wg.Done()
 	h.mu.Lock()
-	every := max(h.linger/2, time.Millisecond)
+	every := max(min(h.linger, h.pubsubLinger)/2, time.Millisecond)
 	h.mu.Unlock()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-		case <-h.sweepCh:
+		case <-g.ctx.Done():
 			return
 		}
-		h.mu.Lock()
-		dropped := false
-		for k, s := range h.subs {
-			if s.refs == 0 && time.Since(s.idle) >= h.linger {
-				delete(h.subs, k)
-				if s.turn {
-					if h.turnSubs--; h.turnSubs == 0 {
-						h.turnIdle = time.Now()
-					}
+		if h.sweepOnce(g) {
+			g.end()
+			return
+		}
+	}
+}
+
+// sweepOnce is one round of sweep; it reports whether g is to end (it is then no longer the
+// hub's generation).
+func (h *wakeHub) sweepOnce(g *wakeGen) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gen != g {
+		return true
+	}
+	now := time.Now()
+	dropped := false
+	for k, s := range h.subs {
+		if s.refs == 0 && now.Sub(s.idle) >= h.linger {
+			delete(h.subs, k)
+			if s.turn {
+				if h.turnSubs--; h.turnSubs == 0 {
+					h.turnIdle = now
 				}
-				dropped = dropped || s.keyChan
 			}
+			dropped = dropped || s.keyChan
 		}
-		if h.turnWanted && h.turnSubs == 0 && time.Since(h.turnIdle) >= h.turnLinger {
-			h.turnWanted, h.turnActive = false, false
-			dropped = true
-		}
-		if dropped {
-			h.dirtyLocked()
-		}
-		h.mu.Unlock()
+	}
+	if h.turnWanted && h.turnSubs == 0 && now.Sub(h.turnIdle) >= h.turnLinger {
+		h.turnWanted, h.turnActive = false, false
+		dropped = true
+	}
+	if dropped {
+		h.dirtyLocked()
+	}
+	if len(h.subs) > 0 || h.turnWanted {
+		h.idleSince = time.Time{}
+		return false
+	}
+	if h.idleSince.IsZero() {
+		h.idleSince = now
+		return false
+	}
+	if now.Sub(h.idleSince) < h.pubsubLinger {
+		return false
+	}
+	h.gen = nil // the next subscription makes a new generation
+	return true
+}
+
+// end stops the generation's goroutines and closes its connections; the hub's wg waits
+// for them.
+func (g *wakeGen) end() {
+	g.cancel() // a dial under way gives up, so the PubSubs' locks come free
+	for _, n := range g.nodes {
+		_ = n.ps.Close() // a blocked read fails, so read returns
 	}
 }
 
@@ -442,29 +495,28 @@ func (h *wakeHub) close() {
 		return
 	}
 	h.closed = true
-	nodes := h.nodes
+	g := h.gen
+	h.gen = nil
 	h.mu.Unlock()
-	if nodes == nil {
-		return
-	}
-	h.cancel() // a dial under way gives up, so the PubSubs' locks come free
-	close(h.sweepCh)
-	for _, n := range nodes {
-		_ = n.ps.Close() // a blocked read fails, so read returns
+	if g != nil {
+		g.end()
 	}
 	h.wg.Wait()
 }
 
 // sync keeps the node's subscriptions equal to the hub's channel set. go-redis remembers
 // what was asked even when the node cannot be reached, and subscribes again on every
-// reconnection, so what was asked is what the node will have.
+// reconnection, so what was asked is what the node will have. A failure is logged when the
+// node starts failing, not at every change of the set.
 func (n *wakeNode) sync() {
 	defer n.h.wg.Done()
+	ctx := n.g.ctx
 	have := map[string]bool{}
+	failing := false
 	for {
 		select {
 		case <-n.dirty:
-		case <-n.h.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 		want := n.h.channels()
@@ -481,66 +533,80 @@ func (n *wakeNode) sync() {
 				delete(have, ch)
 			}
 		}
+		var err error
 		if len(add) > 0 {
-			if err := n.ps.Subscribe(n.h.ctx, add...); err != nil && n.h.ctx.Err() == nil {
-				n.h.c.cfg.logger.Debug("redlock: wake-up subscribe failed; waiters poll this node", "node", n.i, "err", err)
-			}
+			err = n.ps.Subscribe(ctx, add...)
 		}
 		if len(drop) > 0 {
-			if err := n.ps.Unsubscribe(n.h.ctx, drop...); err != nil && n.h.ctx.Err() == nil {
-				n.h.c.cfg.logger.Debug("redlock: wake-up unsubscribe failed", "node", n.i, "err", err)
-			}
+			err = errors.Join(err, n.ps.Unsubscribe(ctx, drop...))
 		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && !failing {
+			n.h.c.cfg.logger.Debug("redlock: wake-up subscribe failed; waiters poll this node", "node", n.i, "err", err)
+		}
+		failing = err != nil
 	}
 }
 
-// read takes the node's pub/sub traffic: a message is a release (wakeHub.heardFrom), a
-// subscribe confirmation an active subscription (wakeHub.subscribed). A connection that fails is dialled again by
-// go-redis at the next read, after a pause that doubles while the node stays unreachable.
+// read takes the node's pub/sub traffic: a message is a release (wakeHub.heardFrom) or a
+// turn (wakeHub.turnFrom), a subscribe confirmation an active subscription. After any
+// failure (the node down, a connection or its AUTH refused, an error reply) it pauses before
+// the next read, and go-redis dials again then: the pause doubles from wakeBackoffMin to
+// wakeBackoffMax while failures go on, so a node that refuses every connection costs a
+// dial every few seconds, not a loop. The failure is logged once when it starts and once
+// when the node answers again.
 func (n *wakeNode) read() {
 	defer n.h.wg.Done()
+	ctx := n.g.ctx
 	var backoff time.Duration
 	for {
-		msg, err := n.ps.Receive(n.h.ctx)
-		if n.h.ctx.Err() != nil {
+		msg, err := n.ps.Receive(ctx)
+		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
-			n.h.c.cfg.logger.Debug("redlock: wake-up subscription failed; waiters poll this node", "node", n.i, "err", err)
-			var rerr redis.Error
-			if errors.As(err, &rerr) {
-				continue // an error reply (NOPERM, say): the connection itself is fine
+			if backoff == 0 {
+				n.h.c.cfg.logger.Debug("redlock: wake-up subscription failed; waiters poll this node until it is back", "node", n.i, "err", err)
 			}
 			backoff = min(max(2*backoff, wakeBackoffMin), wakeBackoffMax)
 			t := time.NewTimer(backoff)
 			select {
 			case <-t.C:
-			case <-n.h.ctx.Done():
+			case <-ctx.Done():
 				t.Stop()
 				return
 			}
 			continue
 		}
+		if backoff != 0 {
+			n.h.c.cfg.logger.Debug("redlock: wake-up subscription is back", "node", n.i)
+		}
 		backoff = 0
-		turn := n.h.turnCh
-		switch m := msg.(type) {
-		case *redis.Message:
-			if m.Channel == turn {
-				if _, key, ok := turnPayload(m.Payload); ok {
-					n.h.turnFrom(key, n.i)
-				}
-			} else if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
-				n.h.heardFrom(key, m.Payload, n.i)
+		n.h.dispatch(msg, n.i)
+	}
+}
+
+// dispatch hands one message of node i's subscription to the hub.
+func (h *wakeHub) dispatch(msg any, i int) {
+	switch m := msg.(type) {
+	case *redis.Message:
+		if m.Channel == h.turnCh {
+			if _, key, ok := turnPayload(m.Payload); ok {
+				h.turnFrom(key, i)
 			}
-		case *redis.Subscription:
-			switch {
-			case m.Kind != "subscribe":
-			case m.Channel == turn:
-				n.h.turnSubscribed()
-			default:
-				if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
-					n.h.subscribed(key)
-				}
+		} else if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
+			h.heardFrom(key, m.Payload, i)
+		}
+	case *redis.Subscription:
+		switch {
+		case m.Kind != "subscribe":
+		case m.Channel == h.turnCh:
+			h.turnSubscribed()
+		default:
+			if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
+				h.subscribed(key)
 			}
 		}
 	}

@@ -259,7 +259,7 @@ func (r *Run) FailoverNode(ctx context.Context, n int) error {
 	r.rec.EndFault(f)
 	// Both servers side by side, for the note: the old master keeps its data until Sentinel
 	// makes it a replica of the new one.
-	both, err := redlock.New([]redis.UniversalClient{oldM, newM}, redlock.WithNodeTimeout(time.Second))
+	both, err := redlock.New([]redis.UniversalClient{oldM, newM}, redlock.WithNodeTimeout(time.Second), redlock.WithReplicasAllowed())
 	if err != nil {
 		return err
 	}

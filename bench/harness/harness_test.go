@@ -79,6 +79,7 @@ func TestLoadScenariosShort(t *testing.T) {
 	cfg.PSizes, cfg.PDur = []int{4, 64}, 150*time.Millisecond
 	cfg.BurstSizes = []int{50, 200}
 	cfg.HeldSizes, cfg.HeldHold = []int{20, 100}, 1200*time.Millisecond
+	cfg.StarveH, cfg.StarveHold, cfg.StarveBusy = 20, 1200*time.Millisecond, 1
 	cfg.RampFrom, cfg.RampTo, cfg.RampStep = 4, 32, 150*time.Millisecond
 	cfg.HungDur = 300 * time.Millisecond
 	cfg.Out, cfg.Log = &out, nil

@@ -23,10 +23,10 @@ import (
 
 // Scenarios lists every scenario in the order they run: the healthy ones first, the
 // fault scenarios last, so that nothing a fault leaves behind can disturb a healthy figure.
-var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "procs", "procsd", "p", "burst", "held", "ramp", "b", "c", "d", "hung"}
+var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "procs", "procsd", "p", "burst", "held", "starve", "ramp", "b", "c", "d", "hung"}
 
 // LoadScenarios are the scenarios of issue 10 (load), a subset of Scenarios.
-var LoadScenarios = []string{"f0", "p", "burst", "held", "ramp", "hung"}
+var LoadScenarios = []string{"f0", "p", "burst", "held", "starve", "ramp", "hung"}
 
 // Config sets what runs and for how long. Durations are per contender.
 type Config struct {
@@ -71,6 +71,11 @@ type Config struct {
 
 	ProcsDistinct [][2]int // procsd: shapes processes × goroutines on distinct keys (ProcsDur each)
 
+	StarveH    int           // starve: concurrent Do
+	StarveTTL  time.Duration // starve: their TTL
+	StarveHold time.Duration // starve: how long they hold
+	StarveBusy int           // starve: busy-loop processes beside the benchmark
+
 	DebugGoroutines bool // log what the goroutines left after each first window are doing
 
 	Out io.Writer // the markdown report
@@ -112,8 +117,10 @@ func Defaults() Config {
 		ProcsThink:  2 * time.Millisecond,
 
 		ProcsDistinct: [][2]int{{32, 4}, {32, 16}},
-		Out:           os.Stdout,
-		Log:           os.Stderr,
+
+		StarveH: starveDefaults.h, StarveTTL: starveDefaults.ttl, StarveHold: starveDefaults.hold, StarveBusy: starveDefaults.busy,
+		Out: os.Stdout,
+		Log: os.Stderr,
 	}
 }
 
@@ -188,6 +195,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{[]string{"p"}, r.scenarioP},
 		{[]string{"burst"}, r.scenarioBurst},
 		{[]string{"held"}, r.scenarioHeld},
+		{[]string{"starve"}, r.scenarioStarve},
 		{[]string{"ramp"}, r.scenarioRamp},
 		{[]string{"b"}, func(ctx context.Context) error { return r.scenarioFault(ctx, "b") }},
 		{[]string{"c"}, func(ctx context.Context) error { return r.scenarioFault(ctx, "c") }},

@@ -147,7 +147,7 @@ func (x *heldResult) batching() float64 {
 
 // runHeld holds h locks with Client.Do at once for hold, on a fresh client whose node
 // clients count their round trips.
-func (r *runner) runHeld(ctx context.Context, h int, hold time.Duration) (*heldResult, error) {
+func (r *runner) runHeld(ctx context.Context, h int, hold, ttl time.Duration) (*heldResult, error) {
 	addrs := r.addrs[:5]
 	cs := newClients(addrs)
 	hooks := make([]*rtCounter, len(cs))
@@ -199,7 +199,7 @@ func (r *runner) runHeld(ctx context.Context, h int, hold time.Duration) (*heldR
 		done.Go(func() {
 			defer cancel()
 			called, cut := false, false
-			err := o.c.Do(dctx, key, heldTTL, func(fctx context.Context, _ *redlock.Lock) error {
+			err := o.c.Do(dctx, key, ttl, func(fctx context.Context, _ *redlock.Lock) error {
 				if !states[i].CompareAndSwap(pending, holding) {
 					return nil // abandoned: the acquire phase ended just before
 				}
@@ -337,7 +337,7 @@ func (r *runner) scenarioHeld(ctx context.Context) error {
 	var res []*heldResult
 	for _, h := range r.cfg.HeldSizes {
 		r.logf("held: %d concurrent Do holding %s, TTL %s", h, r.cfg.HeldHold, heldTTL)
-		x, err := r.runHeld(ctx, h, r.cfg.HeldHold)
+		x, err := r.runHeld(ctx, h, r.cfg.HeldHold, heldTTL)
 		if err != nil {
 			return err
 		}
