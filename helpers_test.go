@@ -199,8 +199,9 @@ func schedLag() (stop func() time.Duration) {
 			}
 		}
 	})
+	var once sync.Once
 	return func() time.Duration {
-		close(done)
+		once.Do(func() { close(done) })
 		wg.Wait()
 		return worst
 	}

@@ -184,8 +184,9 @@ func (l *Lock) extendOutcome(start time.Time, ttl time.Duration) func(error) err
 // (it expired, or nodes failed; also when the lock was granted on exactly a quorum and one of
 // those nodes fails before the release); keys left anywhere then expire with their TTL. When ctx
 // ends while waiting, the calls still go out, and the error matches ErrNotHeld and
-// ctx.Err(). After [Client.Close]: ErrReleased if Close released the lock, ErrClosed if it
-// could not. ErrInvalidArgument for a nil Lock or context.
+// ctx.Err(). During or after [Client.Close]: ErrReleased if Close released the lock (a
+// Release racing Close waits for Close to finish and says so), ErrClosed if it could not.
+// ErrInvalidArgument for a nil Lock or context.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return invalidf("release of a nil *Lock")
@@ -203,11 +204,27 @@ func (l *Lock) Release(ctx context.Context) error {
 		return err
 	}
 	if l.c.cfg.observer == nil {
-		return l.release(ctx, false)
+		return l.afterClose(l.release(ctx, false))
 	}
 	octx, end := l.c.startOp(ctx, Op{Kind: OpRelease, Keys: l.set.keys})
-	err := l.release(octx, false)
+	err := l.afterClose(l.release(octx, false))
 	end(End{Outcome: outcomeOf(err), Err: err})
+	return err
+}
+
+// afterClose settles a Release that found the client closed (ErrClosed): a Close under way
+// releases every lock still held, this one included, so the answer waits for it and says
+// whether it did (ErrReleased) or could not (ErrClosed).
+func (l *Lock) afterClose(err error) error {
+	if !errors.Is(err, ErrClosed) {
+		return err
+	}
+	<-l.c.closeDone
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released && l.byClose {
+		return fmt.Errorf("%w: release %s: already released by Client.Close", ErrReleased, l.set)
+	}
 	return err
 }
 

@@ -3,8 +3,10 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"github.com/redis/go-redis/v9"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -172,7 +174,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 func TestAcquireAfterOwnRelease(t *testing.T) {
 	_, clients := miniNodes(t, 3)
 	c := newTestClient(t, clients)
-	ctx := ctxT(t, time.Minute)
+	ctx := t.Context() // no deadline: under load 6 000 rounds take what they take
 	for i := range 6000 {
 		l, err := c.TryAcquire(ctx, "again", 10*time.Second)
 		if err != nil {
@@ -220,5 +222,40 @@ func TestDeadNodeLogsOncePerChange(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("the dead node's entry does not say the connection was refused: %v", err)
+	}
+}
+
+// TestReleaseRacingClose: Releases that race Client.Close answer nil (they released the
+// lock) or ErrReleased (Close did), never ErrClosed for a lock that Close released, and no
+// key is left on any node. (The node timeout is long enough for Close's own releases of the
+// 200 locks, each bounded by it, to be confirmed on a loaded machine.)
+func TestReleaseRacingClose(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(5*time.Second))
+	ctx := ctxT(t, 30*time.Second)
+	locks := make([]*Lock, 200)
+	for i := range locks {
+		l, err := c.TryAcquire(ctx, fmt.Sprintf("race:%d", i), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks[i] = l
+	}
+	errs := make([]error, len(locks))
+	var wg sync.WaitGroup
+	for i, l := range locks {
+		wg.Go(func() { errs[i] = l.Release(ctx) })
+	}
+	wg.Go(func() { c.Close() })
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, ErrReleased) {
+			t.Fatalf("Release %d racing Close: %v, want nil or ErrReleased", i, err)
+		}
+	}
+	for i, s := range servers {
+		if keys := s.Keys(); slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "race:") }) {
+			t.Fatalf("node %d kept lock keys: %v", i, keys)
+		}
 	}
 }

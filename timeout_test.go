@@ -142,3 +142,39 @@ func TestRealSlowNodesDoNotTimeOut(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLateTimerGraces: a batch's timeout timer that runs more than a quarter of the timeout
+// late means the process was starved, not that the node was slow: the first such expiry
+// puts the timeout off instead of reporting the calls timed out; a second one reports them.
+func TestLateTimerGraces(t *testing.T) {
+	c := &Client{cfg: defaultConfig()}
+	q := &nodeQueue{cl: c}
+	events := make(chanSink, 4)
+	cl := &call{sink: events}
+	cl.state.Store(callSent)
+	b := &batch{calls: []*call{cl}, timeout: 100 * time.Millisecond}
+	b.timer = time.AfterFunc(time.Hour, func() {})
+	defer b.timer.Stop()
+	b.written = time.Now().Add(-300 * time.Millisecond) // its timer fires 200 ms late
+	q.expire(b)
+	if len(events) != 0 || !b.graced {
+		t.Fatalf("a timer 200 ms late reported %d events (graced %v), want the timeout put off", len(events), b.graced)
+	}
+	q.expire(b) // still no reply after the grace
+	if len(events) != 1 {
+		t.Fatalf("after the grace: %d events, want the timeout", len(events))
+	}
+	if ev := <-events; ev.out != timedOut || !errors.Is(ev.err, errNodeTimeout) {
+		t.Fatalf("event %+v, want a timeout", ev)
+	}
+	// A timer on time reports at once.
+	cl2 := &call{sink: events}
+	cl2.state.Store(callSent)
+	b2 := &batch{calls: []*call{cl2}, timeout: 100 * time.Millisecond, timer: time.AfterFunc(time.Hour, func() {})}
+	defer b2.timer.Stop()
+	b2.written = time.Now().Add(-110 * time.Millisecond)
+	q.expire(b2)
+	if len(events) != 1 {
+		t.Fatalf("a timer on time: %d events, want the timeout at once", len(events))
+	}
+}

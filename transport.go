@@ -176,6 +176,7 @@ type batch struct {
 	calls   []*call       // nil between batches; guarded by mu
 	written time.Time     // guarded by mu
 	timeout time.Duration // batchTimeout when it was written; guarded by mu
+	graced  bool          // expire put the timeout off once because its timer ran late; guarded by mu
 	timer   *time.Timer   // the node timeout of the batch in flight
 	overdue bool          // past the node timeout while in flight; guarded by the queue's mu
 	back    bool          // its replies are in; guarded by the queue's mu
@@ -418,7 +419,7 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	b.mu.Lock()
 	q.mu.Lock()
 	b.back, b.overdue = false, false
-	b.timeout = q.batchTimeout(calls)
+	b.timeout, b.graced = q.batchTimeout(calls), false
 	q.mu.Unlock()
 	b.calls = calls
 	b.written = time.Now()
@@ -521,10 +522,12 @@ func unsent(cmds []*redis.Cmd, err error) {
 	}
 }
 
-// expire runs at the node timeout of a batch that has not returned. If the node has
-// answered another batch within the last node timeout, it is alive and the delay is most
-// likely this process's own (a sender waiting for a CPU behind thousands of goroutines):
-// the timeout is put off, up to the exec budget after the write. Otherwise the calls are
+// expire runs at the node timeout of a batch that has not returned. If the timer itself
+// ran more than a quarter of the timeout late, the process was starved of CPU and the reply
+// may be waiting unread: the timeout is put off once. If the node has answered another batch
+// within the last node timeout, it is alive and the delay is most likely this process's own
+// (a sender waiting for a CPU behind thousands of goroutines): the timeout is put off, up to
+// the exec budget after the write. Otherwise the calls are
 // reported as timed out, and if every sender is now stuck, the queued calls that may be
 // dropped are refused at once instead of waiting behind them.
 func (q *nodeQueue) expire(b *batch) {
@@ -537,6 +540,14 @@ func (q *nodeQueue) expire(b *batch) {
 	}
 	if age := now.Sub(b.written); age < timeout {
 		b.timer.Reset(timeout - age) // fired for an earlier batch of this sender
+		return
+	}
+	if late := now.Sub(b.written.Add(timeout)); late > timeout/4 && !b.graced {
+		// The timer itself ran late: this process was starved of CPU (a CPU limit, a
+		// loaded machine), and the reply may be waiting unread. Give the sender the time to
+		// read it once it runs again.
+		b.graced = true
+		b.timer.Reset(max(timeout/2, late))
 		return
 	}
 	q.mu.Lock()
