@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -135,10 +136,12 @@ var errNotWaited = errors.New("not waited for: enough other nodes answered")
 
 // pingNodes sends PING to every node in parallel and returns one error per node, nil for
 // a node that answered. It stops waiting once need nodes have answered (the others get
-// errNotWaited) or pingTimeout has passed. It probes with throwaway clients that dial once,
-// do not retry and honour the context's deadline, so that a refused connection fails at
-// once and a hung node costs no more than pingTimeout. Every probe has ended when it
-// returns.
+// errNotWaited), pingTimeout has passed, or ctx ends (the nodes not heard from get its
+// error). It probes with throwaway clients that dial once and do not retry, so that a
+// refused connection fails at once. Every probe has ended when it returns: the probes still
+// waiting are closed, which ends their PING at once (go-redis stops a read at its deadline,
+// not when its context is cancelled, so a hung node would otherwise hold the caller for the
+// whole pingTimeout after a quorum had answered).
 func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
@@ -147,18 +150,19 @@ func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
 		err error
 	}
 	results := make(chan result, len(urls))
+	probes := make([]*redis.Client, len(urls))
 	var wg sync.WaitGroup
 	for i, u := range urls {
+		o := *u.opts // a copy: the probe's settings are its own
+		o.DialerRetries = 1
+		o.MaxRetries = -1
+		o.ContextTimeoutEnabled = true
+		probes[i] = redis.NewClient(&o)
 		wg.Go(func() {
-			o := *u.opts // a copy: the probe's settings are its own
-			o.DialerRetries = 1
-			o.MaxRetries = -1
-			o.ContextTimeoutEnabled = true
-			c := redis.NewClient(&o)
-			defer c.Close()
-			err := c.Ping(ctx).Err()
-			if errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("no answer within %v", pingTimeout)
+			err := probes[i].Ping(ctx).Err()
+			var ne net.Error
+			if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+				err = fmt.Errorf("no answer within %v", pingTimeout) // the read stops at ctx's deadline
 			}
 			results <- result{i: i, err: err}
 		})
@@ -168,26 +172,43 @@ func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
 		errs[i] = errNotWaited
 	}
 	ok := 0
+wait:
 	for range urls {
-		r := <-results
-		errs[r.i] = r.err
-		if r.err == nil {
-			if ok++; ok >= need {
-				break
+		select {
+		case r := <-results:
+			errs[r.i] = r.err
+			if r.err == nil {
+				if ok++; ok >= need {
+					break wait
+				}
 			}
+		case <-ctx.Done(): // pingTimeout passed, or the caller gave up (a signal)
+			why := ctx.Err()
+			if errors.Is(why, context.DeadlineExceeded) {
+				why = fmt.Errorf("no answer within %v", pingTimeout)
+			}
+			for i, err := range errs {
+				if err == errNotWaited {
+					errs[i] = why
+				}
+			}
+			break wait
 		}
 	}
-	cancel()
+	for _, p := range probes {
+		_ = p.Close()
+	}
 	wg.Wait()
 	return errs
 }
 
 // dialNodes returns one go-redis client per URL for the commands that work with real nodes
-// (exec, status). The clients honour context deadlines on reads and writes, so no call
-// outlives the library's node timeout: a hung node then delays neither a renewal nor
-// Client.Close, which otherwise waits for go-redis's read timeout (5 s in v9.23) and its retries. They dial once and
-// do not resend a command: a refused connection is then reported as such instead of as a
-// timeout, and retrying is the lock protocol's business (the next attempt or renewal).
+// (exec, status, top). The clients honour context deadlines on reads and writes, so no call
+// outlives the library's exec budget (4 × the node timeout, at least 1 s) nor go-redis's
+// read timeout, whichever comes first, and a hung node delays no renewal. They dial once
+// and do not resend a command: a refused connection is then reported as such instead of as
+// a timeout, and retrying is the lock protocol's business (the next attempt or renewal).
+// Close them with shutdown, which does not wait for a hung node.
 func dialNodes(urls []nodeURL) []redis.UniversalClient {
 	clients := make([]redis.UniversalClient, len(urls))
 	for i, u := range urls {
@@ -204,6 +225,47 @@ func dialNodes(urls []nodeURL) []redis.UniversalClient {
 func closeClients(clients []redis.UniversalClient) {
 	for _, c := range clients {
 		_ = c.Close()
+	}
+}
+
+// shutdown closes the Clients cs and then the go-redis clients they run on, at the end of
+// a command. It waits at most patience for the calls the Clients still have in flight (a
+// release on a slow node, say): Client.Close waits for every such call, and one written to a
+// hung node ends only at go-redis's read timeout (3 s) or the library's exec budget (4 × the
+// node timeout, at least 1 s), queued calls one batch after another. Past patience it closes
+// the go-redis clients, which ends those calls at once as failures of the connection, and
+// waits at most patience again: what still holds Close then (a wake-up subscription being
+// dialled to a hung node, which closing the client does not end) is left to the process's
+// exit. Nothing the command waits for is lost: its reads are done, its lock released (or
+// not) on the nodes that answer, and a release that did not reach a node expires there with
+// its TTL.
+func shutdown(clients []redis.UniversalClient, patience time.Duration, cs ...*redlock.Client) {
+	done := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Go(func() { _ = c.Close() })
+		}
+		wg.Wait()
+		close(done)
+	}()
+	if waitFor(done, patience) {
+		closeClients(clients)
+		return
+	}
+	closeClients(clients)
+	waitFor(done, patience)
+}
+
+// waitFor waits at most d for done to close and reports whether it did.
+func waitFor(done <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		return false
 	}
 }
 
@@ -271,7 +333,6 @@ func openReader(e *env, cmd, nodesFlag string, tlsf *tlsFlags, nodeTimeout time.
 	return &reader{c: c, clients: clients, urls: urls}, nil
 }
 
-func (r *reader) close() {
-	r.c.Close()
-	closeClients(r.clients)
-}
+// close closes the reader without waiting for a node that did not answer: its reads are
+// done, and their late replies are of no use.
+func (r *reader) close() { shutdown(r.clients, 0, r.c) }
