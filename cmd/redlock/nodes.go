@@ -269,7 +269,7 @@ func waitFor(done <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// realNodes resolves the node list of a command that needs real nodes (exec, status): the
+// realNodes resolves the node list of a command that needs real nodes (exec, status, top): the
 // --nodes flag, else REDLOCK_NODES. No list at all is a usage error that points at
 // 'redlock dev'; a malformed list is an ordinary error naming the bad entry.
 func realNodes(e *env, cmdName, flagValue string) ([]nodeURL, string, error) {

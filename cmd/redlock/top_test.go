@@ -5,6 +5,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -418,7 +420,17 @@ func TestTopACLUser(t *testing.T) {
 	if doc.Answered != 1 || !doc.Nodes[0].Answered || len(doc.Locks) != 1 || doc.Locks[0].Key != "acl-lock" || doc.Locks[0].Holder != id {
 		t.Errorf("alice (+scan): %s", raw)
 	}
-	code, out, errOut := runBin(t, nil, "top", "--once", "--json", "--nodes", "redis://bob:"+pw+"@"+addr)
+	// The node list from $REDLOCK_NODES_FILE and the password from $REDISCLI_AUTH, as for
+	// exec and status.
+	file := filepath.Join(t.TempDir(), "nodes")
+	if err := os.WriteFile(file, []byte("redis://alice@"+addr+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runBin(t, []string{nodesFileEnv + "=" + file, authEnv + "=" + pw}, "top", "--once")
+	if code != exitOK || !strings.Contains(out, `"acl-lock"`) || strings.Contains(out+errOut, pw) {
+		t.Errorf("alice from %s and %s: exit code %d, stdout %q, stderr %q", nodesFileEnv, authEnv, code, out, errOut)
+	}
+	code, out, errOut = runBin(t, nil, "top", "--once", "--json", "--nodes", "redis://bob:"+pw+"@"+addr)
 	if code != exitFail || !strings.Contains(out, "NOPERM") || strings.Contains(out+errOut, pw) {
 		t.Errorf("bob (no +scan): exit code %d, stdout %q, stderr %q", code, out, errOut)
 	}
