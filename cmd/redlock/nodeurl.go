@@ -84,13 +84,13 @@ func parseNodeURL(u string) (*redis.Options, string) {
 	}
 	pu, err := url.Parse(u)
 	if err != nil {
-		return nil, urlProblem(err, u)
+		return nil, urlProblem(err)
 	}
 	if pu.Fragment != "" || strings.HasSuffix(u, "#") {
 		return nil, "a '#' fragment, which go-redis ignores (a '#' in a password must be written %23)"
 	}
 	if _, err := url.ParseQuery(pu.RawQuery); err != nil {
-		return nil, urlProblem(err, u)
+		return nil, urlProblem(err)
 	}
 	for k := range pu.Query() {
 		if secretOption[strings.ToLower(k)] {
@@ -160,7 +160,7 @@ func optionProblem(err error, pu *url.URL) string {
 func hostProblem(u string) string {
 	pu, err := url.Parse(u)
 	if err != nil || (pu.Scheme != "redis" && pu.Scheme != "rediss") {
-		return "" // left to redis.ParseURL and urlProblem
+		return "" // left to parseNodeURL
 	}
 	switch {
 	case pu.Opaque != "" || pu.Host == "":
@@ -292,7 +292,7 @@ func redactHost(s string) string {
 
 // urlProblem says what url.Parse refused in a node URL, without any text taken from it:
 // the parser's own messages quote the URL, and with it the password.
-func urlProblem(err error, u string) string {
+func urlProblem(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
