@@ -261,7 +261,7 @@ func TestRedactURL(t *testing.T) {
 		"redis://h:1":          "redis://h:1",
 		"not a url at all":     "not a url at all",
 		"rediss://a:b@c@h:10":  "rediss://a:xxxxx@h:10",
-		"0://@:TopSecret#@0":   "0://@:xxxxx@0",
+		"0://@:TopSecret#@0":   "0://@:xxxxx#xxxxx",
 		"0://0:TopSecret":      "0://0:xxxxx",
 		"redis://h:Top/Secret": "redis://h:xxxxx",
 		"TopSecret@h:1":        "xxxxx@h:1",

@@ -317,7 +317,8 @@ func quorumDetail(qe *redlock.QuorumError) string {
 type execRun struct {
 	cfg       *execConfig
 	e         *env
-	statusKey string // the key whose Status explains a failed acquire
+	statusKey string            // the key whose Status explains a failed acquire
+	open      []*redlock.Client // the Clients to close when the run ends
 }
 
 // contended reads the Status that explains a failed acquire: of the key, or of the first key
@@ -369,12 +370,15 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 		opts = append(opts, redlock.WithLogger(verboseLogger(x.e.stderr)))
 	}
 	clients := dialNodes(urls)
-	defer closeClients(clients)
 	c, err := redlock.New(clients, opts...)
 	if err != nil {
+		closeClients(clients)
 		return usageErrorf("exec: %s", bare(err))
 	}
-	defer c.Close()
+	// The lock is released (or lost) before this runs; what the Clients still send (the
+	// release to a slow node) gets one node timeout, not a hung node's read timeout.
+	x.open = append(x.open, c)
+	defer func() { shutdown(clients, cfg.nodeTimeout, x.open...) }()
 
 	// The signals are ours from here on. Until the command starts they abort the acquire;
 	// afterwards they go to the command. main's context is not used: it ends on SIGINT and
@@ -480,7 +484,7 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 	if derr != nil {
 		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, attemptDetail(err))}
 	}
-	defer dc.Close()
+	x.open = append(x.open, dc) // closed with the other at the end of the run
 	st, serr := x.contended(context.WithoutCancel(acqCtx), dc)
 	switch {
 	case serr != nil:

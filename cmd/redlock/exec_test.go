@@ -805,6 +805,7 @@ func TestExecCommandLine(t *testing.T) {
 		{"duplicate --key", nil, []string{"exec", "--key", "a,b", "--key", "a", "--", "true"}, exitUsage, `key "a" is given twice`},
 		{"empty --key entry", nil, []string{"exec", "--key", "a,,b", "--", "true"}, exitUsage, `an empty key in --key "a,,b"`},
 		{"KEY and --key repeat", nil, []string{"exec", "--key", "a", "a", "--", "true"}, exitUsage, `key "a" is given twice`},
+		{"newline in --key", nil, []string{"exec", "--key", "a\nb,c", "--", "true"}, exitUsage, `key "a\nb" contains a newline`},
 		{"bad amnesia tolerance", nil, append(slices.Clone(nodesOK), "--amnesia-tolerance", "3", "k", "--", "true"), exitUsage, "amnesia"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

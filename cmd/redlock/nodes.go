@@ -1,10 +1,14 @@
 package main
 
+// The nodes a command works with: where the list comes from (--nodes, the environment, a
+// file), dialling and pinging them, and the embedded nodes of the demo. Parsing the URLs
+// and hiding their passwords is in nodeurl.go.
+
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -74,151 +78,6 @@ func nodeSpec(e *env, flagValue string) (spec, source string, err error) {
 	return "", "", nil
 }
 
-// nodeURL is one entry of a node list: its text and its parsed options.
-type nodeURL struct {
-	raw  string
-	opts *redis.Options
-}
-
-// parseNodeURLs parses a comma-separated list of redis:// (or rediss://, unix://) URLs.
-// password, when not empty, is given to the nodes whose URL has none ($REDISCLI_AUTH).
-func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
-	var urls []nodeURL
-	seen := map[string]int{}
-	for i, raw := range strings.Split(spec, ",") {
-		u := strings.TrimSpace(raw)
-		if u == "" {
-			return nil, fmt.Errorf("%s: entry %d of the node list is empty", source, i+1)
-		}
-		if problem := hostProblem(u); problem != "" {
-			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT)", source, redactURL(u), problem)
-		}
-		o, err := redis.ParseURL(u)
-		if err != nil {
-			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT)", source, redactURL(u), urlProblem(err, u))
-		}
-		if redactURL(o.Addr) != o.Addr {
-			// The address itself holds what may be a password (a socket path with "user:pass@"
-			// in it, say): it would show in every message that names the node.
-			return nil, fmt.Errorf("%s: bad node URL %q: the address looks like it holds a password (want redis://HOST:PORT)", source, redactURL(u))
-		}
-		key := o.Network + " " + o.Addr
-		if j, dup := seen[key]; dup {
-			return nil, fmt.Errorf("%s: entries %d and %d are the same node %s; Redlock needs independent nodes", source, j+1, i+1, o.Addr)
-		}
-		seen[key] = i
-		if o.Password == "" && password != "" {
-			o.Password = password
-		}
-		urls = append(urls, nodeURL{raw: u, opts: o})
-	}
-	return urls, nil
-}
-
-// hostProblem says what is wrong with the host part of a redis:// or rediss:// URL that
-// go-redis would accept but read differently from what was meant: no "//" (the rest is
-// taken as opaque text and the node defaults to localhost:6379), no port (6379 is assumed),
-// or a host with a stray ':'. "" when the URL is fine or not of those schemes (unix:// has
-// a path, not a host). The message quotes nothing from the URL.
-func hostProblem(u string) string {
-	pu, err := url.Parse(u)
-	if err != nil || (pu.Scheme != "redis" && pu.Scheme != "rediss") {
-		return "" // left to redis.ParseURL and urlProblem
-	}
-	switch {
-	case pu.Opaque != "" || pu.Host == "":
-		return `no host: "//" missing after the scheme`
-	case pu.Port() == "":
-		return "no port"
-	case strings.Contains(pu.Hostname(), ":") && !strings.HasPrefix(pu.Host, "["):
-		return "a malformed host:port (an IPv6 address needs brackets)"
-	}
-	return ""
-}
-
-// redactURL hides the password of a URL that is about to be printed. It works on text that
-// does not parse as a URL too, which is when it is needed, and errs on the side of hiding:
-//   - with an '@': everything between the first ':' of the user information and the last '@'
-//     of the text becomes "xxxxx" (a password may hold '/', '?', '#' or '@' unescaped); with
-//     no ':' there and no scheme, all of it (the second half of a password that a ',' of the
-//     node list cut in two);
-//   - after the last '@' (or in the whole text, without one): a ':' in the host part not
-//     followed by a port number starts what may be the first half of such a password, and
-//     the rest of the text becomes "xxxxx".
-func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		scheme, rest = "", u
-	} else {
-		scheme += "://"
-	}
-	prefix, body := scheme, rest
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		user, _, hasPass := strings.Cut(rest[:at], ":")
-		switch {
-		case hasPass:
-			prefix += user + ":xxxxx@"
-		case scheme == "" && at > 0:
-			prefix += "xxxxx@"
-		default:
-			prefix += rest[:at+1]
-		}
-		body = rest[at+1:]
-	}
-	return prefix + redactHost(body)
-}
-
-// redactHost hides what follows a ':' in the host part that is not a port number: it may be
-// the first half of a password cut off by the ',' that separates the entries of a node list.
-func redactHost(s string) string {
-	off := 0
-	if strings.HasPrefix(s, "[") { // an IPv6 literal: its port follows the ']'
-		if end := strings.IndexByte(s, ']'); end >= 0 {
-			off = end + 1
-		}
-	}
-	i := strings.IndexByte(s[off:], ':')
-	if i < 0 {
-		return s
-	}
-	i += off
-	after := s[i+1:]
-	j := 0
-	for j < len(after) && after[j] >= '0' && after[j] <= '9' {
-		j++
-	}
-	if j > 0 && j <= 5 && (j == len(after) || strings.IndexByte("/?#", after[j]) >= 0) {
-		return s // a port
-	}
-	return s[:i] + ":xxxxx"
-}
-
-// urlProblem says what is wrong with a node URL that did not parse, without any text taken
-// from it: the parser's own messages quote the URL, and with it the password.
-func urlProblem(err error, u string) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	var esc url.EscapeError
-	var host url.InvalidHostError
-	switch {
-	case errors.As(err, &esc):
-		return "an invalid %-escape"
-	case errors.As(err, &host):
-		return "an invalid character in the host"
-	}
-	msg := err.Error()
-	if strings.Contains(msg, "port") {
-		return "an invalid port"
-	}
-	if redactURL(u) != u || strings.Contains(u, "@") {
-		// The parser's message may quote the user information: say less.
-		return "a malformed URL"
-	}
-	return msg
-}
-
 // openNodes connects to the real nodes named by spec and checks that every one answers PING
 // within pingTimeout. With an empty spec it starts n embedded nodes on free ports instead.
 func openNodes(ctx context.Context, spec, source, password string, n int) (*nodeSet, error) {
@@ -277,10 +136,12 @@ var errNotWaited = errors.New("not waited for: enough other nodes answered")
 
 // pingNodes sends PING to every node in parallel and returns one error per node, nil for
 // a node that answered. It stops waiting once need nodes have answered (the others get
-// errNotWaited) or pingTimeout has passed. It probes with throwaway clients that dial once,
-// do not retry and honour the context's deadline, so that a refused connection fails at
-// once and a hung node costs no more than pingTimeout. Every probe has ended when it
-// returns.
+// errNotWaited), pingTimeout has passed, or ctx ends (the nodes not heard from get its
+// error). It probes with throwaway clients that dial once and do not retry, so that a
+// refused connection fails at once. Every probe has ended when it returns: the probes still
+// waiting are closed, which ends their PING at once (go-redis stops a read at its deadline,
+// not when its context is cancelled, so a hung node would otherwise hold the caller for the
+// whole pingTimeout after a quorum had answered).
 func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
 	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
 	defer cancel()
@@ -289,18 +150,19 @@ func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
 		err error
 	}
 	results := make(chan result, len(urls))
+	probes := make([]*redis.Client, len(urls))
 	var wg sync.WaitGroup
 	for i, u := range urls {
+		o := *u.opts // a copy: the probe's settings are its own
+		o.DialerRetries = 1
+		o.MaxRetries = -1
+		o.ContextTimeoutEnabled = true
+		probes[i] = redis.NewClient(&o)
 		wg.Go(func() {
-			o := *u.opts // a copy: the probe's settings are its own
-			o.DialerRetries = 1
-			o.MaxRetries = -1
-			o.ContextTimeoutEnabled = true
-			c := redis.NewClient(&o)
-			defer c.Close()
-			err := c.Ping(ctx).Err()
-			if errors.Is(err, context.DeadlineExceeded) {
-				err = fmt.Errorf("no answer within %v", pingTimeout)
+			err := probes[i].Ping(ctx).Err()
+			var ne net.Error
+			if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+				err = fmt.Errorf("no answer within %v", pingTimeout) // the read stops at ctx's deadline
 			}
 			results <- result{i: i, err: err}
 		})
@@ -310,26 +172,43 @@ func pingNodes(ctx context.Context, urls []nodeURL, need int) []error {
 		errs[i] = errNotWaited
 	}
 	ok := 0
+wait:
 	for range urls {
-		r := <-results
-		errs[r.i] = r.err
-		if r.err == nil {
-			if ok++; ok >= need {
-				break
+		select {
+		case r := <-results:
+			errs[r.i] = r.err
+			if r.err == nil {
+				if ok++; ok >= need {
+					break wait
+				}
 			}
+		case <-ctx.Done(): // pingTimeout passed, or the caller gave up (a signal)
+			why := ctx.Err()
+			if errors.Is(why, context.DeadlineExceeded) {
+				why = fmt.Errorf("no answer within %v", pingTimeout)
+			}
+			for i, err := range errs {
+				if err == errNotWaited {
+					errs[i] = why
+				}
+			}
+			break wait
 		}
 	}
-	cancel()
+	for _, p := range probes {
+		_ = p.Close()
+	}
 	wg.Wait()
 	return errs
 }
 
 // dialNodes returns one go-redis client per URL for the commands that work with real nodes
-// (exec, status). The clients honour context deadlines on reads and writes, so no call
-// outlives the library's node timeout: a hung node then delays neither a renewal nor
-// Client.Close, which otherwise waits for go-redis's read timeout (5 s in v9.23) and its retries. They dial once and
-// do not resend a command: a refused connection is then reported as such instead of as a
-// timeout, and retrying is the lock protocol's business (the next attempt or renewal).
+// (exec, status, top). The clients honour context deadlines on reads and writes, so no call
+// outlives the library's exec budget (4 × the node timeout, at least 1 s) nor go-redis's
+// read timeout, whichever comes first, and a hung node delays no renewal. They dial once
+// and do not resend a command: a refused connection is then reported as such instead of as
+// a timeout, and retrying is the lock protocol's business (the next attempt or renewal).
+// Close them with shutdown, which does not wait for a hung node.
 func dialNodes(urls []nodeURL) []redis.UniversalClient {
 	clients := make([]redis.UniversalClient, len(urls))
 	for i, u := range urls {
@@ -349,7 +228,48 @@ func closeClients(clients []redis.UniversalClient) {
 	}
 }
 
-// realNodes resolves the node list of a command that needs real nodes (exec, status): the
+// shutdown closes the Clients cs and then the go-redis clients they run on, at the end of
+// a command. It waits at most patience for the calls the Clients still have in flight (a
+// release on a slow node, say): Client.Close waits for every such call, and one written to a
+// hung node ends only at go-redis's read timeout (3 s) or the library's exec budget (4 × the
+// node timeout, at least 1 s), queued calls one batch after another. Past patience it closes
+// the go-redis clients, which ends those calls at once as failures of the connection, and
+// waits at most patience again: what still holds Close then (a wake-up subscription being
+// dialled to a hung node, which closing the client does not end) is left to the process's
+// exit. Nothing the command waits for is lost: its reads are done, its lock released (or
+// not) on the nodes that answer, and a release that did not reach a node expires there with
+// its TTL.
+func shutdown(clients []redis.UniversalClient, patience time.Duration, cs ...*redlock.Client) {
+	done := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, c := range cs {
+			wg.Go(func() { _ = c.Close() })
+		}
+		wg.Wait()
+		close(done)
+	}()
+	if waitFor(done, patience) {
+		closeClients(clients)
+		return
+	}
+	closeClients(clients)
+	waitFor(done, patience)
+}
+
+// waitFor waits at most d for done to close and reports whether it did.
+func waitFor(done <-chan struct{}, d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+// realNodes resolves the node list of a command that needs real nodes (exec, status, top): the
 // --nodes flag, else REDLOCK_NODES. No list at all is a usage error that points at
 // 'redlock dev'; a malformed list is an ordinary error naming the bad entry.
 func realNodes(e *env, cmdName, flagValue string) ([]nodeURL, string, error) {
@@ -413,7 +333,6 @@ func openReader(e *env, cmd, nodesFlag string, tlsf *tlsFlags, nodeTimeout time.
 	return &reader{c: c, clients: clients, urls: urls}, nil
 }
 
-func (r *reader) close() {
-	r.c.Close()
-	closeClients(r.clients)
-}
+// close closes the reader without waiting for a node that did not answer: its reads are
+// done, and their late replies are of no use.
+func (r *reader) close() { shutdown(r.clients, 0, r.c) }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -59,7 +60,7 @@ func testPKI(t *testing.T, dir string) (ca, srvCert, srvKey, cliCert, cliKey str
 	return
 }
 
-// TestTLSNodes: exec and status reach redis-server nodes over TLS that verify client
+// TestTLSNodes: exec, status and top reach redis-server nodes over TLS that verify client
 // certificates, with --tls-ca, --tls-cert and --tls-key; without the CA the failure says
 // what to pass; TLS flags with a plain redis:// node are a usage error.
 func TestTLSNodes(t *testing.T) {
@@ -82,10 +83,21 @@ func TestTLSNodes(t *testing.T) {
 	if code, out, errOut := runBin(t, nil, append([]string{"status", "--nodes", nodes}, append(flags, "tls:job")...)...); code != 0 || !strings.Contains(out, "quorum 2") {
 		t.Fatalf("status over TLS: exit code %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// top takes the same flags: run under exec, it finds exec's lock.
+	top := append([]string{redlockBin(t), "top", "--once", "--json", "--nodes", nodes}, flags...)
+	code, out, errOut := runBin(t, nil, append([]string{"exec", "--nodes", nodes}, append(flags, append([]string{"tls:top", "--"}, top...)...)...)...)
+	var doc topDoc
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || doc.Answered != 3 || len(doc.Locks) != 1 || doc.Locks[0].Key != "tls:top" || doc.Locks[0].State != "held" {
+		t.Fatalf("top over TLS under exec: exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
 	// Without the CA: the system roots do not know it.
-	code, _, errOut := runBin(t, nil, "status", "--nodes", nodes, "--tls-cert", cliCert, "--tls-key", cliKey, "tls:job")
+	code, _, errOut = runBin(t, nil, "status", "--nodes", nodes, "--tls-cert", cliCert, "--tls-key", cliKey, "tls:job")
 	if code == 0 || !strings.Contains(errOut, "--tls-ca") {
 		t.Fatalf("without --tls-ca: exit code %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runBin(t, nil, "top", "--once", "--nodes", nodes, "--tls-cert", cliCert, "--tls-key", cliKey)
+	if code != exitFail || !strings.Contains(errOut, "--tls-ca") {
+		t.Fatalf("top without --tls-ca: exit code %d, stderr %q", code, errOut)
 	}
 	// TLS flags and a plain node.
 	code, _, errOut = runBin(t, nil, "status", "--nodes", "redis://127.0.0.1:1", "--tls-ca", ca, "tls:job")

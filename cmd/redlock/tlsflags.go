@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// tlsFlags are the TLS settings of exec and status for rediss:// nodes: the CA that signed
+// tlsFlags are the TLS settings of exec, status and top for rediss:// nodes: the CA that signed
 // the servers' certificates, and a client certificate for servers that ask for one
 // (redis-server --tls-auth-clients). Without them a rediss:// node is verified against the
 // system's roots (and $SSL_CERT_FILE), as go-redis does.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -22,10 +23,12 @@ import (
 
 const topAbout = `
 A live view of the locks on the nodes. Every --interval it scans each node's string keys
-(SCAN ... TYPE string, at most --limit per node) for lock keys: keys that have a TTL and
-hold a holder id (32 lowercase hex digits), leaving out the library's own keys (fence
-counters redlock:fence:* and redlock:slot:*, RedisFence's redlock:highest:*). It reads
-every lock key found on every node as 'redlock status' does, and prints a table: per lock
+(SCAN ... TYPE string, MATCH --match when given; at most --limit names per node, the
+library's own included) for lock keys: keys that have a TTL and hold a holder id (32
+lowercase hex digits). The library's own keys (fence counters redlock:fence:* and
+redlock:slot:*, RedisFence's redlock:highest:*, waiter queues) are told by their names and
+not read; the default --limit covers a node's 16 384 slot counters many times over. It
+reads every lock key found on every node as 'redlock status' does, and prints a table: per lock
 its state, its holder (first 8 hex digits), on how many nodes that holder has its key, how
 long it keeps a quorum without renewing, the next token, and the remaining TTL on each
 node. A row marked '!' is a lock the nodes disagree about: a holder present on fewer than
@@ -48,7 +51,14 @@ on stderr says so); 2 for a bad command line; 130 when interrupted before one sn
 was printed.`
 
 // topScanCount is the COUNT hint of top's SCANs: how many keys a node examines per call.
-const topScanCount = 250
+// A node of the slot layout holds up to 16 384 slot counters, so a whole scan of one takes
+// about 17 calls.
+const topScanCount = 1000
+
+// topDefaultLimit is --limit's default: enough to scan every string key of a node that holds
+// the slot layout's 16 384 counters, per-key counters of key-layout clients and tens of
+// thousands of locks besides. A scan that stops at the limit says so.
+const topDefaultLimit = 100_000
 
 // topWorkers bounds how many Status reads of one refresh are in flight at once; the
 // library batches them into pipelines per node.
@@ -74,8 +84,8 @@ func runTop(ctx context.Context, e *env, args []string) error {
 	nodesFlag := fs.String("nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
 	interval := durationFlag(time.Second)
 	fs.Var(&interval, "interval", "`D` between refreshes (default 1s)")
-	limit := fs.Int("limit", 1000, "at most `N` string keys examined per node and N locks listed per refresh")
-	match := fs.String("match", "", "show only lock keys matching this Redis `GLOB` (as KEYS and SCAN MATCH: * ? [a-z] \\)")
+	limit := fs.Int("limit", topDefaultLimit, "at most `N` string keys examined per node (the library's own counted) and N locks listed per refresh")
+	match := fs.String("match", "", "scan for and show only lock keys matching this Redis `GLOB` (as KEYS and SCAN MATCH: * ? [a-z] \\)")
 	all := fs.Bool("all", false, "also show free locks that have a per-key fence counter but no key on any node")
 	asJSON := fs.Bool("json", false, "print one JSON document per refresh instead of the table")
 	once := fs.Bool("once", false, "print one snapshot and exit")
@@ -168,6 +178,8 @@ type topSnap struct {
 	answered   int               // nodes whose scan answered
 	found      int               // distinct lock keys found, after --match
 	truncated  bool              // a node's scan or the list of keys stopped at --limit
+	cutScans   int               // nodes whose scan stopped at --limit
+	cutList    bool              // more keys to read than --limit
 	locks      []*redlock.Status // the locks shown, by key
 	hiddenFree int               // free locks found but not shown (without --all)
 }
@@ -181,51 +193,73 @@ func (s *topSnap) firstFailure() string {
 	return ""
 }
 
-// snapshot scans every node for lock keys (scan), and reads each
-// key's status on every node. It returns an error only when ctx ends or the client is
-// closed; a node that fails has its error in the snapshot.
+// snapshot scans every node for lock keys (scan), and reads each key's status on every
+// node. Keys found holding a holder id come first: a key known only from a per-key fence
+// counter is read only with --all (without it, it is counted as a free lock not shown), so
+// the counters that key-layout clients leave for days never crowd held locks out of
+// --limit. It returns an error only when ctx ends or the client is closed; a node that fails
+// has its error in the snapshot.
 func (t *topper) snapshot(ctx context.Context) (*topSnap, error) {
 	snap := &topSnap{at: time.Now(), quorum: t.c.Quorum(), nodes: make([]topNode, len(t.clients))}
-	keys := make([][]string, len(t.clients))
+	found := make([]topFound, len(t.clients))
 	var wg sync.WaitGroup
 	for i, cl := range t.clients {
-		wg.Go(func() { keys[i], snap.nodes[i] = t.scan(ctx, cl) })
+		wg.Go(func() { found[i], snap.nodes[i] = t.scan(ctx, cl) })
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	var all []string
-	for i, ks := range keys {
+	holders, counted := map[string]bool{}, map[string]bool{}
+	for i, f := range found {
 		if snap.nodes[i].err == nil {
 			snap.answered++
 		}
-		snap.truncated = snap.truncated || snap.nodes[i].truncated
-		for _, k := range ks {
-			if !seen[k] && (t.cfg.match == "" || redisGlob(t.cfg.match, k)) {
-				seen[k] = true
-				all = append(all, k)
+		if snap.nodes[i].truncated {
+			snap.cutScans++
+		}
+		for _, k := range f.holders {
+			if t.matches(k) {
+				holders[k] = true
+			}
+		}
+		for _, k := range f.counters {
+			if t.matches(k) {
+				counted[k] = true
 			}
 		}
 	}
-	slices.Sort(all)
-	snap.found = len(all)
-	if len(all) > t.cfg.limit {
-		all, snap.truncated = all[:t.cfg.limit], true
+	held := slices.Sorted(maps.Keys(holders))
+	var free []string // known only from a per-key counter
+	for k := range counted {
+		if !holders[k] {
+			free = append(free, k)
+		}
 	}
+	slices.Sort(free)
+	snap.found = len(held) + len(free)
+	read := held
+	if t.cfg.all {
+		read = append(read, free...)
+	} else {
+		snap.hiddenFree = len(free)
+	}
+	if len(read) > t.cfg.limit {
+		read, snap.cutList = read[:t.cfg.limit], true
+	}
+	snap.truncated = snap.cutScans > 0 || snap.cutList
 
-	sts := make([]*redlock.Status, len(all))
-	errs := make([]error, len(all))
+	sts := make([]*redlock.Status, len(read))
+	errs := make([]error, len(read))
 	next := make(chan int)
-	for range min(topWorkers, len(all)) {
+	for range min(topWorkers, len(read)) {
 		wg.Go(func() {
 			for i := range next {
-				sts[i], errs[i] = t.c.Status(ctx, all[i])
+				sts[i], errs[i] = t.c.Status(ctx, read[i])
 			}
 		})
 	}
-	for i := range all {
+	for i := range read {
 		next <- i
 	}
 	close(next)
@@ -241,65 +275,88 @@ func (t *topper) snapshot(ctx context.Context) (*topSnap, error) {
 		if t.cfg.all || present(sts[i]) {
 			snap.locks = append(snap.locks, sts[i])
 		} else {
-			snap.hiddenFree++
+			snap.hiddenFree++ // released (or expired) between the scan and the read
 		}
 	}
+	slices.SortFunc(snap.locks, func(a, b *redlock.Status) int { return strings.Compare(a.Key, b.Key) })
 	return snap, nil
 }
 
-// scan returns the lock keys found on one node, at most --limit names examined, each call
-// (a SCAN, then one pipeline of GET and PTTL for the names it returned) bounded by the node
-// timeout. A lock key is a string key, not one of the library's own (fence counters, slot
-// counters, RedisFence's token keys), that has a TTL and holds a holder id; a per-key fence
+// matches reports whether a lock key passes --match.
+func (t *topper) matches(key string) bool { return t.cfg.match == "" || redisGlob(t.cfg.match, key) }
+
+// topFound is what one node's scan found: keys that hold a holder id and have a TTL, and
+// the lock keys named by per-key fence counters.
+type topFound struct {
+	holders, counters []string
+}
+
+// scanPatterns are the MATCH patterns of one scan: all string keys, or with --match the keys
+// it matches and the per-key fence counters (whose names are not their keys'), which give
+// --all its free locks.
+func (t *topper) scanPatterns() []string {
+	if t.cfg.match == "" {
+		return []string{""}
+	}
+	return []string{t.cfg.match, redlock.FencePrefix + "*"}
+}
+
+// scan returns the lock keys found on one node, at most --limit names examined over its
+// patterns, each call (a SCAN, then one pipeline of GET and PTTL for the names it returned
+// that are not the library's own) bounded by the node timeout. A lock key is a string key,
+// not one of the library's own, that has a TTL and holds a holder id; a per-key fence
 // counter names its lock key too, so that --all can show free locks of the key layout.
-func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) ([]string, topNode) {
+func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) (topFound, topNode) {
 	var n topNode
-	var keys []string
-	var cursor uint64
-	fail := func(what string, err error) ([]string, topNode) {
+	var f topFound
+	fail := func(what string, err error) (topFound, topNode) {
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
 			err = fmt.Errorf("no reply to %s within %v", what, t.nodeTimeout)
 		}
 		n.err = err
-		return keys, n
+		return f, n
 	}
-	for {
-		cctx, cancel := context.WithTimeout(ctx, t.nodeTimeout)
-		names, next, err := cl.ScanType(cctx, cursor, "", topScanCount, "string").Result()
-		cancel()
-		if err != nil {
-			return fail("SCAN", err)
-		}
-		if left := t.cfg.limit - n.examined; len(names) > left {
-			names, n.truncated = names[:left], true
-		}
-		n.examined += len(names)
-		var candidates []string
-		for _, name := range names {
-			if k, ok := redlock.LockKeyOfCounter(name); ok {
-				keys = append(keys, k)
-			} else if name != "" && len(name) <= redlock.MaxKeyLen && !libraryKey(name) {
-				candidates = append(candidates, name)
+	for _, pattern := range t.scanPatterns() {
+		var cursor uint64
+		for {
+			if n.examined == t.cfg.limit {
+				n.truncated = true // names may be left: the budget is spent
+				return f, n
 			}
-		}
-		if len(candidates) > 0 {
-			found, err := t.holderKeys(ctx, cl, candidates)
+			cctx, cancel := context.WithTimeout(ctx, t.nodeTimeout)
+			names, next, err := cl.ScanType(cctx, cursor, pattern, topScanCount, "string").Result()
+			cancel()
 			if err != nil {
-				return fail("GET and PTTL", err)
+				return fail("SCAN", err)
 			}
-			keys = append(keys, found...)
-		}
-		if n.truncated {
-			return keys, n
-		}
-		if cursor = next; cursor == 0 {
-			return keys, n
-		}
-		if n.examined == t.cfg.limit {
-			n.truncated = true
-			return keys, n
+			if left := t.cfg.limit - n.examined; len(names) > left {
+				names, n.truncated = names[:left], true
+			}
+			n.examined += len(names)
+			var candidates []string
+			for _, name := range names {
+				if k, ok := redlock.LockKeyOfCounter(name); ok {
+					f.counters = append(f.counters, k)
+				} else if name != "" && len(name) <= redlock.MaxKeyLen && !libraryKey(name) {
+					candidates = append(candidates, name)
+				}
+			}
+			if len(candidates) > 0 {
+				found, err := t.holderKeys(ctx, cl, candidates)
+				if err != nil {
+					return fail("GET and PTTL", err)
+				}
+				f.holders = append(f.holders, found...)
+			}
+			if n.truncated {
+				return f, n
+			}
+			if cursor = next; cursor == 0 {
+				break
+			}
 		}
 	}
+	return f, n
 }
 
 // holderKeys returns those of names that hold a holder id and have a TTL, read in one
@@ -353,10 +410,15 @@ func holderLike(v string) bool {
 }
 
 // libraryKey reports whether name is one of the library's own keys rather than a lock key:
-// a fence counter of either layout or a RedisFence token key.
+// a fence counter of either layout, a RedisFence token key, or a waiter queue (no lock key
+// may start with any of these prefixes).
 func libraryKey(name string) bool {
-	return strings.HasPrefix(name, redlock.FencePrefix) || strings.HasPrefix(name, redlock.SlotCounterPrefix) ||
-		strings.HasPrefix(name, redlock.HighestTokenPrefix)
+	for _, p := range []string{redlock.FencePrefix, redlock.SlotCounterPrefix, redlock.HighestTokenPrefix, redlock.QueuePrefix, redlock.WaitersPrefix} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // present reports whether some node that answered has a key for the lock.
@@ -457,8 +519,16 @@ func (t *topper) writeTable(w io.Writer, s *topSnap) {
 	if disagree > 0 {
 		line += fmt.Sprintf(", %d the nodes disagree about (!)", disagree)
 	}
-	if s.truncated {
-		line += fmt.Sprintf("; stopped at --limit %d: narrow with --match or raise --limit", t.cfg.limit)
+	if s.cutScans > 0 {
+		nodes := "nodes"
+		if s.cutScans == 1 {
+			nodes = "node"
+		}
+		line += fmt.Sprintf("; the scan of %d %s stopped at --limit %d string keys: locks may be missing (raise --limit, or narrow the scan with --match)",
+			s.cutScans, nodes, t.cfg.limit)
+	}
+	if s.cutList {
+		line += fmt.Sprintf("; more than --limit %d locks found: %d read, held ones first (raise --limit, or narrow with --match)", t.cfg.limit, t.cfg.limit)
 	}
 	head = append(head, line, "")
 

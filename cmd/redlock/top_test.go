@@ -4,6 +4,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -417,8 +420,101 @@ func TestTopACLUser(t *testing.T) {
 	if doc.Answered != 1 || !doc.Nodes[0].Answered || len(doc.Locks) != 1 || doc.Locks[0].Key != "acl-lock" || doc.Locks[0].Holder != id {
 		t.Errorf("alice (+scan): %s", raw)
 	}
-	code, out, errOut := runBin(t, nil, "top", "--once", "--json", "--nodes", "redis://bob:"+pw+"@"+addr)
+	// The node list from $REDLOCK_NODES_FILE and the password from $REDISCLI_AUTH, as for
+	// exec and status.
+	file := filepath.Join(t.TempDir(), "nodes")
+	if err := os.WriteFile(file, []byte("redis://alice@"+addr+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runBin(t, []string{nodesFileEnv + "=" + file, authEnv + "=" + pw}, "top", "--once")
+	if code != exitOK || !strings.Contains(out, `"acl-lock"`) || strings.Contains(out+errOut, pw) {
+		t.Errorf("alice from %s and %s: exit code %d, stdout %q, stderr %q", nodesFileEnv, authEnv, code, out, errOut)
+	}
+	code, out, errOut = runBin(t, nil, "top", "--once", "--json", "--nodes", "redis://bob:"+pw+"@"+addr)
 	if code != exitFail || !strings.Contains(out, "NOPERM") || strings.Contains(out+errOut, pw) {
 		t.Errorf("bob (no +scan): exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// TestTopFindsLocksAmongCounters: issue 22's item 7. On nodes that hold the slot layout's
+// 16 384 slot counters each, top with its default flags shows every one of 20 held locks;
+// before, its scan stopped after 1 000 string keys, most of them counters, and showed about
+// one lock in ten (exit status 0, "truncated"). A --limit below the node's string keys stops
+// the scan, and the hint says so truthfully; --match then narrows the scan itself (SCAN
+// MATCH), so the same --limit finds every lock it matches.
+func TestTopFindsLocksAmongCounters(t *testing.T) {
+	t.Parallel()
+	cluster, nodes := startCluster(t, 5)
+	clients := cluster.ClientsT(t)
+	ctx := ctxT(t, time.Minute)
+	// The counters are named as the slot layout names them (SlotCounterPrefix + "{tag}"), one
+	// per hash slot's worth: top tells the library's keys by their prefix, not by their slot.
+	for _, c := range clients {
+		pipe := c.Pipeline()
+		for i := range 16384 {
+			pipe.Set(ctx, redlock.SlotCounterPrefix+"{"+strconv.Itoa(i)+"}", 1796126097054749+i, 7*24*time.Hour)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lc, err := redlock.New(clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	ids := map[string]string{}
+	var held []string
+	for i := range 20 {
+		k := fmt.Sprintf("job-%02d", i)
+		l, err := lc.TryAcquire(ctx, k, time.Minute)
+		if err != nil {
+			t.Fatalf("acquire %q: %v", k, err)
+		}
+		held, ids[k] = append(held, k), l.ID()
+	}
+
+	doc, raw := topJSON(t, exitOK, "--nodes", nodes)
+	if keys := locksOf(doc); !slices.Equal(keys, held) || doc.Truncated || doc.Found != len(held) {
+		t.Fatalf("default flags: found %d, truncated %v, locks %q; want the %d held locks, not truncated\n%s", doc.Found, doc.Truncated, keys, len(held), raw[:min(len(raw), 2000)])
+	}
+	for _, l := range doc.Locks {
+		if l.State != "held" || l.Holder != ids[l.Key] || l.HolderNodes != 5 {
+			t.Errorf("lock %q: %+v; want held by %s on 5 nodes", l.Key, l, ids[l.Key])
+		}
+	}
+	for i, n := range doc.Nodes {
+		if n.Examined < 16384+len(held) || n.Truncated {
+			t.Errorf("node %d: examined %d, truncated %v; want every string key (%d or more), not truncated", i, n.Examined, n.Truncated, 16384+len(held))
+		}
+	}
+
+	// A --limit below the string keys of a node: the scan stops there, and says so.
+	const limit = "8000"
+	doc, _ = topJSON(t, exitOK, "--nodes", nodes, "--limit", limit)
+	if !doc.Truncated || !doc.Nodes[0].Truncated || doc.Nodes[0].Examined != 8000 {
+		t.Errorf("--limit %s: truncated %v, node 0 %+v; want the scan stopped at 8000 keys", limit, doc.Truncated, doc.Nodes[0])
+	}
+	code, out, errOut := runBin(t, nil, "top", "--nodes", nodes, "--limit", limit)
+	if code != exitOK || !strings.Contains(out, "the scan of 5 nodes stopped at --limit "+limit+" string keys: locks may be missing (raise --limit, or narrow the scan with --match)") {
+		t.Errorf("--limit %s, table: exit code %d, stderr %q, header:\n%s", limit, code, errOut, out)
+	}
+	// --match narrows the scan: the same --limit examines only the matching keys.
+	doc, _ = topJSON(t, exitOK, "--nodes", nodes, "--limit", limit, "--match", "job-1*")
+	if keys := locksOf(doc); !slices.Equal(keys, held[10:]) || doc.Truncated || doc.Nodes[0].Examined != 10 {
+		t.Errorf("--match job-1*: locks %q, truncated %v, node 0 %+v; want %q, 10 keys examined", keys, doc.Truncated, doc.Nodes[0], held[10:])
+	}
+	// More locks over the nodes than --limit, though no node's scan stopped: the hint says
+	// that instead. Nodes 0 and 1 hold three keys each that no other node has.
+	const other = "0123456789abcdef0123456789abcdef"
+	for i, k := range []string{"solo-a", "solo-b", "solo-c", "solo-d", "solo-e", "solo-f"} {
+		if err := clients[i/3].Set(ctx, k, other, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut = runBin(t, nil, "top", "--nodes", nodes, "--match", "solo-*", "--limit", "4")
+	if code != exitOK || !strings.Contains(out, "locks: 4 shown of 6 found") ||
+		!strings.Contains(out, "more than --limit 4 locks found: 4 read, held ones first (raise --limit, or narrow with --match)") || strings.Contains(out, "the scan of") {
+		t.Errorf("--match solo-* --limit 4: exit code %d, stderr %q, table:\n%s", code, errOut, out)
 	}
 }

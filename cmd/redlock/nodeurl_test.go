@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzNodeURLSecret: whatever the node list, no error of the CLI's node parsing, and no
+// address it keeps (which messages and tables print), shows the password of a URL in it,
+// raw or percent-encoded. The fuzzer varies the scheme, the user, the password (which always
+// holds the marker) and the rest of the URL, and each input is tried in the places a
+// password goes: the user information ("user:pass@rest"), the query ("rest?password=pass",
+// also percent-encoded, beside other options, or as a bare "?pass"), and a fragment. The
+// checks cover parseNodeURLs (what --nodes, REDLOCK_NODES and REDLOCK_NODES_FILE go through,
+// for every command) and redactURL (what is printed of a URL).
+func FuzzNodeURLSecret(f *testing.F) {
+	const marker = "TopSecretPW"
+	for _, c := range [][4]string{
+		{"redis", "", marker, "127.0.0.1:notaport"},
+		{"redis", "alice", "Sec ret" + marker, "127.0.0.1:7611"},
+		{"redis", "", "Top%zz" + marker, "127.0.0.1:7611"},
+		{"redis", "", marker, "[::1:7611"},
+		{"rediss", "u", marker + "@x", "h:1/0"},
+		{"redis", "", marker + "/x", "h:1"},
+		{"unix", "", marker, "/tmp/r.sock?db=x"},
+		{"", "", marker, "h:1"},
+		{"redis", "u", marker, "h:1?dial_timeout=zz"},
+		{"redis", "", marker, "h:1/notadb"},
+		{"redis", "", marker, "127.0.0.1"},
+		{"redis", "", marker, "127.0.0.1:1:2"},
+		{"redis", "dial_timeout", marker, "127.0.0.1:7611/0"},
+		{"redis", "db", "1" + marker, "127.0.0.1:7611"},
+		{"redis", "", "x@" + marker, "127.0.0.1:7611"},
+		{"redis", "", marker + "&db=x", "127.0.0.1:7611"},
+	} {
+		f.Add(c[0], c[1], c[2], c[3])
+	}
+	f.Fuzz(func(t *testing.T, scheme, user, pass, rest string) {
+		if !strings.Contains(pass, marker) || strings.Contains(scheme+user+rest, marker) {
+			return // the password is pass; the other parts may hold anything else
+		}
+		prefix := ""
+		if scheme != "" {
+			prefix = scheme + "://"
+		}
+		var urls []string
+		if !strings.Contains(user, ":") { // the password is what follows the first ':' of the user information
+			urls = append(urls, prefix+user+":"+pass+"@"+rest)
+		}
+		for _, v := range []string{pass, url.QueryEscape(pass), escapeAll(pass)} {
+			urls = append(urls, prefix+rest+"?password="+v, prefix+rest+"?db=0&password="+v+"&"+user,
+				prefix+rest+"?"+user+"="+v, prefix+rest+"?"+v, prefix+rest+"#"+v)
+		}
+		for _, u := range urls {
+			for _, spec := range []string{u, "redis://127.0.0.1:1," + u, u + "," + u} {
+				nodes, err := parseNodeURLs(spec, "--nodes", "")
+				if err != nil && shows(err.Error(), marker) {
+					t.Fatalf("node list %q: the error shows the password: %v", spec, err)
+				}
+				for _, n := range nodes {
+					if shows(n.opts.Addr, marker) {
+						t.Fatalf("node list %q: the address %q shows the password", spec, n.opts.Addr)
+					}
+				}
+			}
+			if r := redactURL(u); shows(r, marker) {
+				t.Fatalf("redactURL(%q) = %q", u, r)
+			}
+		}
+	})
+}
+
+// escapeAll percent-encodes every byte of s.
+func escapeAll(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		fmt.Fprintf(&b, "%%%02X", s[i])
+	}
+	return b.String()
+}
+
+// shows reports whether text holds secret, as it is or once its valid %-escapes are decoded
+// (the way a URL or a query would be read back).
+func shows(text, secret string) bool {
+	if strings.Contains(text, secret) {
+		return true
+	}
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		if text[i] == '%' && i+2 < len(text) {
+			if v, err := strconv.ParseUint(text[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(text[i])
+	}
+	return strings.Contains(b.String(), secret)
+}
+
+// TestNodeURLQuery: a password in the query, which go-redis does not read, is refused with
+// a message that says where to put it, and no message quotes a query value or a part of the
+// list that is not a redis://, rediss:// or unix:// URL: the values the issue found printed
+// (?password=, a bad option value, the second half of a password cut by the list's ',').
+func TestNodeURLQuery(t *testing.T) {
+	const pw = "hunter2"
+	for _, tc := range []struct{ spec, want string }{
+		{"redis://127.0.0.1:7611/0?password=" + pw, "a password in the query"},
+		{"redis://127.0.0.1:7611?PassWord=" + pw, "a password in the query"},
+		{"redis://127.0.0.1:7611?pass%77ord=" + pw, "a password in the query"},
+		{"redis://127.0.0.1:7611?username=u&password=" + pw, "a password in the query"},
+		{"redis://127.0.0.1:7611/0?dial_timeout=" + pw, "an invalid value for dial_timeout"},
+		{"redis://127.0.0.1:7611?db=" + pw, "an invalid database number"},
+		{"redis://127.0.0.1:7611/" + pw, "an invalid database number"},
+		{"redis://127.0.0.1:7611/0/" + pw, "a path other than /DB"},
+		{"redis://127.0.0.1:7611?" + pw, "an option go-redis does not know (query parameter 1)"},
+		{"redis://127.0.0.1:7611?db=1&" + pw + "=1", "an option go-redis does not know (query parameter 2)"},
+		{"redis://127.0.0.1:7611#" + pw, "a '#' fragment"},
+		{"redis://127.0.0.1:7611/0?db=0," + pw, "bad node URL: entry 2 of the node list is not a redis://, rediss:// or unix:// URL"},
+		{"redis://127.0.0.1:7611/0?db=0," + pw + ":1", "bad node URL: entry 2 of the node list is not a redis://, rediss:// or unix:// URL"},
+		{"http://" + pw + "@127.0.0.1:7611", "bad node URL: entry 1 of the node list is not a redis://, rediss:// or unix:// URL"},
+		{"redis://127.0.0.1:7611?client_name=" + pw + "%zz", "an invalid %-escape"},
+	} {
+		_, err := parseNodeURLs(tc.spec, "--nodes", "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || shows(err.Error(), pw) {
+			t.Errorf("%s: %v; want an error saying %q without %q", tc.spec, err, tc.want, pw)
+		}
+	}
+	// The options go-redis reads still work, and their names show in a redacted URL.
+	nodes, err := parseNodeURLs("redis://127.0.0.1:7611/2?dial_timeout=3s&client_name=op,rediss://h:1?skip_verify=true", "--nodes", "")
+	if err != nil || len(nodes) != 2 || nodes[0].opts.DB != 2 || nodes[0].opts.DialTimeout != 3*time.Second || nodes[0].opts.ClientName != "op" ||
+		!nodes[1].opts.TLSConfig.InsecureSkipVerify {
+		t.Errorf("options in the query: %v, %+v", err, nodes)
+	}
+	if got := redactURL("redis://h:1/0?dial_timeout=" + pw + "&" + pw + "=x&password=" + pw + "#" + pw); got != "redis://h:1/0?dial_timeout=xxxxx&xxxxx=xxxxx&password=xxxxx#xxxxx" {
+		t.Errorf("redactURL of a query: %q", got)
+	}
+}
+
+// TestNodeURLHost: URLs that go-redis would read as another node than meant are refused:
+// no "//" (go-redis would dial localhost:6379), no port (6379 assumed), a host with a stray
+// ':'. The password never shows in the error.
+func TestNodeURLHost(t *testing.T) {
+	for _, tc := range []struct{ url, want string }{
+		{"redis:pw_zz@127.0.0.1:7611", `no host: "//" missing`},
+		{"redis://:pw_zz@127.0.0.1", "no port"},
+		{"rediss://h", "no port"},
+		{"redis://:pw_zz@127.0.0.1:7611:7612", "malformed host:port"},
+	} {
+		_, err := parseNodeURLs(tc.url, "--nodes", "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pw_zz") {
+			t.Errorf("%s: %v, want an error saying %q without the password", tc.url, err, tc.want)
+		}
+	}
+	for _, ok := range []string{"redis://127.0.0.1:7611", "rediss://u:p@h:1/0", "redis://[::1]:7611", "unix:///tmp/r.sock"} {
+		if _, err := parseNodeURLs(ok, "--nodes", ""); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+}
