@@ -97,7 +97,10 @@ func (c *Client) Nodes() int { return len(c.nodes) }
 // Close waits for the first. A node that hangs delays Close until its go-redis client gives
 // up on the calls already written to it: with go-redis v9.23's defaults (a 5 s read timeout,
 // 3 retries) that can take 15 s or more; clients with ContextTimeoutEnabled stop at the exec
-// budget, max(4 × node timeout, 1 s). Close always returns nil.
+// budget, max(4 × node timeout, 1 s). A wake-up subscription being connected to a hung node
+// (its handshake unanswered) likewise waits for the client's read timeout. Closing the
+// go-redis clients ends all of these at once, which is why cmd/redlock gives Close one node
+// timeout and then closes them. Close always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	first := !c.closed

@@ -88,7 +88,7 @@ func openNodes(ctx context.Context, spec, source, password string, n int) (*node
 		}
 		s := &nodeSet{addrs: en.Addrs(), source: "embedded", embedded: en}
 		for _, a := range s.addrs {
-			s.clients = append(s.clients, redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1}))
+			s.clients = append(s.clients, redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1, DialerRetries: 1}))
 		}
 		return s, nil
 	}
@@ -103,7 +103,8 @@ func openNodes(ctx context.Context, spec, source, password string, n int) (*node
 	s := &nodeSet{source: source}
 	for _, u := range urls {
 		o := *u.opts
-		o.MaxRetries = -1 // the lock retries whole attempts itself (docs/operations.md)
+		o.MaxRetries = -1   // the lock retries whole attempts itself (docs/operations.md)
+		o.DialerRetries = 1 // and a refused connection fails at once, as "connection refused"
 		s.clients = append(s.clients, redis.NewClient(&o))
 		s.addrs = append(s.addrs, u.opts.Addr)
 	}
