@@ -77,7 +77,7 @@ var realConfigs = []tiered{
 	{cheap, Config{Name: "N3 Q2 slot+key, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Gate: true}},
 	{normal, Config{Name: "N3 Q2 mutual exclusion, slot+slot, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true, Gate: true}},
 	{big, Config{Name: "N3 Q2 slot+key, expiry, timeouts, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true, Gate: true}},
-	{big, Config{Name: "N3 Q2 slot+slot, 2 acquisitions each, expiry, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 2), Expiry: true, Exclusion: true, Gate: true}},
+	{gigantic, Config{Name: "N3 Q2 slot+slot, 2 acquisitions each, expiry, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 2), Expiry: true, Exclusion: true, Gate: true}},
 }
 
 // TestModelGateRefuses: the queue gate is a real branch of the search, not a no-op: with it
