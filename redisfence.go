@@ -35,9 +35,9 @@ var (
 	//go:embed lua/fence_get.lua
 	fenceGetSrc string
 
-	fenceWriteScript   = redis.NewScript(fenceTokensSrc + fenceWriteSrc)
-	fenceIncrAllScript = redis.NewScript(fenceTokensSrc + fenceIncrAllSrc)
-	fenceGetScript     = redis.NewScript(fenceGetSrc)
+	fenceWriteScript   = newLua("fence_write", fenceTokensSrc+fenceWriteSrc)
+	fenceIncrAllScript = newLua("fence_incr_all", fenceTokensSrc+fenceIncrAllSrc)
+	fenceGetScript     = newLua("fence_get", fenceGetSrc)
 )
 
 // RedisFence makes fenced writes to a Redis server that is the downstream store of work done

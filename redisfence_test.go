@@ -404,23 +404,6 @@ func TestRedisFenceStopsPausedHolder(t *testing.T) {
 	}
 }
 
-// TestRealRedisFenceScripts pins the SHA of the fence scripts: a real server computes the same
-// hash that go-redis sends with EVALSHA.
-func TestRealRedisFenceScripts(t *testing.T) {
-	cluster := redisproc.StartT(t, 1, redisproc.Config{})
-	rc := cluster.ClientsT(t)[0]
-	ctx := ctxT(t, 10*time.Second)
-	for name, s := range map[string]*redis.Script{"fence_write": fenceWriteScript, "fence_get": fenceGetScript, "fence_incr_all": fenceIncrAllScript} {
-		sha, err := s.Load(ctx, rc).Result()
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if sha != s.Hash() {
-			t.Fatalf("%s: server SHA %s, embedded %s", name, sha, s.Hash())
-		}
-	}
-}
-
 // TestRealRedisFenceOnClusterNode runs every fenced operation on a cluster-enabled
 // redis-server that serves all slots, where a script touching keys of two slots fails with
 // CROSSSLOT. The operations succeed, and the same script given a token key of another slot
