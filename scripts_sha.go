@@ -5,18 +5,18 @@ package redlock
 // scriptSHAs holds the SHA-1 of each script's source (lua.src) in hex, by name, as EVALSHA
 // names it: constants, so that the library never computes SHA-1 (scripts.go, lua).
 var scriptSHAs = map[string]string{
-	"acquire":        "6b8f5c7feeac4fadbe1838fab456d1d3977280c1",
-	"acquire_multi":  "502a5bc00d2f0c057ea653ee82cbab274c6a953c",
-	"acquire_queued": "2de309b401f9419aea657845df670b3cada26cba",
+	"acquire":        "79cee31b0a2bcbf1fbaf4c608fa69917e13eae6e",
+	"acquire_multi":  "d18c787184f2b66ae5fdba28505bbd6339548978",
+	"acquire_queued": "055d8c55a52b49e2edf3de07ed217c9087d22543",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",
 	"fence_get":      "3d91a01ee7912d8d409e62ded27bc787b686166c",
 	"fence_incr_all": "73717df44e32f28cdee356d91a313c21b755891b",
 	"fence_write":    "c1bd75b73720c35ca2ef4e939b78919a31352c63",
-	"heal":           "73e5e8f7c81ceade349315749617a606a07428c2",
+	"heal":           "e3ad3fba62ded629877a3087b75249aa819ac412",
 	"leave":          "d0671c3744fbc273915092b7b9df2bbafaede83a",
-	"raise":          "fbaeed228335922d6c820117021bb00dd7a93c80",
+	"raise":          "e9a4d2bd88f6174833f3ae166370e27c6961cc92",
 	"release":        "0175a91e700a10c602804036b85fc41ad8e6e319",
-	"release_multi":  "ea7fbaf7522d816ebad5d4b7078437cf0bf023d6",
+	"release_multi":  "0af5da5d5bcd363168c8e796080d934bd7ef49ea",
 	"status":         "1191a6160e65885a96e228772ef42cb7707b9534",
 }
