@@ -151,3 +151,92 @@ func TestAcquireAtCounterMax(t *testing.T) {
 		}
 	})
 }
+
+// aheadClock is the system clock moved ahead by d (keeping its monotonic reading, so
+// validity times are unaffected): a client whose wall clock is wrong.
+type aheadClock struct{ d time.Duration }
+
+func (c aheadClock) Now() time.Time { return time.Now().Add(c.d) }
+
+// TestSeedFarAheadRefused is issue 22's poisoned slot: a client whose clock runs 290 years
+// ahead acquires a key, and from then on every key of that slot gets tokens from its seed,
+// far above every other client's clock, with the clock floor and remedy 2 of design.md §5.6
+// gone for good. Now a node refuses a seed more than 10 s ahead of its own clock where it
+// would become a counter's value: the acquire fails (TryAcquire and a queued Acquire) with an
+// error that says so, no key or counter is written, and a healthy client's tokens stay at its
+// clock. A client 5 s ahead is within the bound. Before, the far-ahead client got its lock and
+// the healthy client's tokens followed its seed.
+func TestSeedFarAheadRefused(t *testing.T) {
+	forEachCluster(t, func(t *testing.T, clients []redis.UniversalClient) {
+		ctx := ctxT(t, 20*time.Second)
+		const years290 = 290 * 365 * 24 * time.Hour
+		rogue := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithClock(aheadClock{years290}), WithRetryDelay(5*time.Millisecond))
+		_, err := rogue.TryAcquire(ctx, "{p}:a", 10*time.Second)
+		if !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "ahead of this node's clock") {
+			t.Fatalf("acquire with a clock 290 years ahead: %v; want ErrNotAcquired naming the clocks", err)
+		}
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		_, err = rogue.Acquire(short, "{p}:a", 10*time.Second)
+		cancel()
+		if !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "ahead of this node's clock") {
+			t.Fatalf("queued acquire with a clock 290 years ahead: %v", err)
+		}
+		settle(rogue)
+		noKeyLeft(t, clients, "{p}:a", slotCounter("{p}:a"), "redlock:fence:{p}:a")
+
+		near := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithClock(aheadClock{5 * time.Second}))
+		before := counterSeed(time.Now().Add(5 * time.Second))
+		l, err := near.TryAcquire(ctx, "{p}:a", 10*time.Second)
+		if err != nil || int64(l.Token()) < before {
+			t.Fatalf("acquire 5 s ahead: %v, %v; want a token at its clock, %d or more", l, err, before)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		healthy := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+		last := l.Token()
+		for range 6 {
+			l, err := healthy.TryAcquire(ctx, "{p}:b", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Token() <= last || int64(l.Token()) > counterSeed(time.Now().Add(20*time.Second)) {
+				t.Fatalf("healthy token %d after %d: want more, and near the clock", l.Token(), last)
+			}
+			last = l.Token()
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestRealSeedBoundNeedsTime: the bound asks the node for TIME. A node user whose ACL lacks
+// it (the command list before the bound) still acquires, without the bound, as earlier
+// versions did; with the documented list (+time) the far-ahead seed is refused.
+func TestRealSeedBoundNeedsTime(t *testing.T) {
+	const pw = "t1meSecret"
+	without := strings.ReplaceAll(aclCommands, " +time", "")
+	if without == aclCommands {
+		t.Fatal("the documented ACL list has no +time")
+	}
+	for _, tc := range []struct {
+		commands string
+		refused  bool
+	}{{aclCommands, true}, {without, false}} {
+		acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "resetchannels", "-@all"}, strings.Fields(tc.commands)...)
+		cluster := redisproc.StartT(t, 3, redisproc.Config{ExtraArgs: acl})
+		var clients []redis.UniversalClient
+		for _, a := range cluster.Addrs() {
+			rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
+			t.Cleanup(func() { rc.Close() })
+			clients = append(clients, rc)
+		}
+		rogue := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithClock(aheadClock{24 * time.Hour}))
+		l, err := rogue.TryAcquire(ctxT(t, 10*time.Second), "bound:k", 10*time.Second)
+		if refused := err != nil; refused != tc.refused || (refused && !strings.Contains(err.Error(), "ahead of this node's clock")) {
+			t.Fatalf("ACL %q: acquire a day ahead: %v, %v; want refused %v", tc.commands, l, err, tc.refused)
+		}
+	}
+}

@@ -5,17 +5,17 @@ package redlock
 // scriptSHAs holds the SHA-1 of each script's source (lua.src) in hex, by name, as EVALSHA
 // names it: constants, so that the library never computes SHA-1 (scripts.go, lua).
 var scriptSHAs = map[string]string{
-	"acquire":        "79cee31b0a2bcbf1fbaf4c608fa69917e13eae6e",
-	"acquire_multi":  "d18c787184f2b66ae5fdba28505bbd6339548978",
-	"acquire_queued": "055d8c55a52b49e2edf3de07ed217c9087d22543",
+	"acquire":        "f26c29a2cbf31d773c09f74c5c9935da694b67dc",
+	"acquire_multi":  "bf3968384d7d7b21f87df3e8867a51579545650e",
+	"acquire_queued": "33349e491b4a9636ffcb7f37f25482cac0efbaef",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",
 	"fence_get":      "3d91a01ee7912d8d409e62ded27bc787b686166c",
 	"fence_incr_all": "73717df44e32f28cdee356d91a313c21b755891b",
 	"fence_write":    "c1bd75b73720c35ca2ef4e939b78919a31352c63",
-	"heal":           "e3ad3fba62ded629877a3087b75249aa819ac412",
+	"heal":           "d09bcfaece2d553eb308a370c2738c9e9f6292d2",
 	"leave":          "d0671c3744fbc273915092b7b9df2bbafaede83a",
-	"raise":          "e9a4d2bd88f6174833f3ae166370e27c6961cc92",
+	"raise":          "78cff5f5dceea11e960fd8be72851ceafcac98c1",
 	"release":        "0175a91e700a10c602804036b85fc41ad8e6e319",
 	"release_multi":  "0af5da5d5bcd363168c8e796080d934bd7ef49ea",
 	"status":         "1191a6160e65885a96e228772ef42cb7707b9534",

@@ -256,3 +256,63 @@ func TestScriptsExactAbove2to53(t *testing.T) {
 		}
 	})
 }
+
+// TestScriptsSeedBound: a seed more than 10 s ahead of the node's clock is refused where it
+// would become a counter's value, by acquire, acquire_multi and heal, with nothing changed; a
+// seed 5 s ahead is taken; a far seed that would not be written (the counters are above it, or
+// the heal's counter exists) changes nothing about the script's result.
+func TestScriptsSeedBound(t *testing.T) {
+	forEachStore(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := ctxT(t, 10*time.Second)
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		soon, far := now.UnixMicro()+5_000_000, now.UnixMicro()+3_600_000_000
+		one, err := newLockKeys("{sb}:a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := newLockKeys("{sb}:a", "{sb}:b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(s *lua, keys []string, args ...any) (int64, error) {
+			return newScriptCall(s, keys, args...).run(ctx, rc)
+		}
+		refused := func(what string, v int64, err error) {
+			t.Helper()
+			if err == nil || !strings.Contains(err.Error(), "ahead of this node's clock") {
+				t.Fatalf("%s: %d, %v; want the seed refused", what, v, err)
+			}
+			if n := rc.DBSize(ctx).Val(); n != 0 {
+				t.Fatalf("%s: %d keys written", what, n)
+			}
+		}
+		for _, l := range []CounterLayout{SlotCounters, KeyCounters} {
+			slot := argFlag(l == SlotCounters)
+			rc.FlushAll(ctx)
+			v, err := run(acquireScript, one.triples(l), "A", 10000, far, 60000, slot)
+			refused(l.String()+" acquire an hour ahead", v, err)
+			_, err = newScriptCall(acquireMultiScript, set.triples(l), "A", 10000, far, 60000, "1", slot).run(ctx, rc)
+			refused(l.String()+" acquire_multi an hour ahead", 0, err)
+			v, err = run(healScript, one.triples(l), "A", 5000, 60000, "1", far, slot, 7000)
+			refused(l.String()+" heal of a lost counter an hour ahead", v, err)
+			if v, err := run(acquireScript, one.triples(l), "A", 10000, soon, 60000, slot); err != nil || v != soon {
+				t.Fatalf("%v acquire 5 s ahead: %d, %v; want the seed %d", l, v, err, soon)
+			}
+			// The counter is there now: a heal does not write its seed, so the bound is moot.
+			rc.Del(ctx, one.keys[0])
+			if v, err := run(healScript, one.triples(l), "A", 5000, 60000, "1", far, slot, soon); err != nil || v != 1 {
+				t.Fatalf("%v heal with the counter present: %d, %v", l, v, err)
+			}
+			// Counters above the far seed: it is not written, and not refused.
+			rc.FlushAll(ctx)
+			own, _ := one.counters(0, l)
+			rc.Set(ctx, own, far+100, 0)
+			if v, err := run(acquireScript, one.triples(l), "A", 10000, far, 60000, slot); err != nil || v != far+101 {
+				t.Fatalf("%v acquire with the counter above the far seed: %d, %v", l, v, err)
+			}
+		}
+	})
+}

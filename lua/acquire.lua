@@ -34,7 +34,8 @@
 -- counter as it is now: the token it minted, or for the slot layout possibly more, since
 -- other keys of the slot move that counter; either is at least the token it minted.
 -- An error reply (a bad argument, a counter at 2^63 - 1 or holding something other than a
--- counter) changes nothing: everything is checked before the first write (counters.lua).
+-- counter, a seed to be written that is more than 10 s ahead of this node's clock) changes
+-- nothing: everything is checked before the first write (counters.lua).
 local queued = KEYS[5] ~= nil
 local fenced = not queued or ARGV[10] == '1'
 local slot = ARGV[5] == '1'

@@ -24,7 +24,8 @@
 -- KEYS order, so each gets its own token. A resend of the same acquire (go-redis lost the
 -- reply) finds our keys and returns their own counters, as acquire.lua does for one key.
 -- Every token is computed and checked before the first key is set, so an error reply (a
--- counter at 2^63 - 1 or holding something else, a bad argument) leaves nothing behind.
+-- counter at 2^63 - 1 or holding something else, a seed to be written that is too far ahead
+-- of the node's clock, a bad argument) leaves nothing behind.
 local n = #KEYS / 3
 local fenced, slot = ARGV[5] == '1', ARGV[6] == '1'
 

@@ -26,6 +26,10 @@
 
 local MAX = '9223372036854775807'
 
+-- SEED_LEAD is how far, in seconds, a seed may be ahead of this node's clock when it is
+-- written as a counter (docs/design.md §5.6, "Seeds from clocks far ahead").
+local SEED_LEAD = 10
+
 -- fail ends the checks of a script (see checked) with an error reply.
 local function fail(msg)
   error({err = 'ERR redlock: ' .. msg})
@@ -165,6 +169,23 @@ local function above(v, name)
   return dinc(v)
 end
 
+-- bound fails when seed, about to become a counter's value, is more than SEED_LEAD seconds
+-- ahead of this node's clock: one client whose clock runs far ahead would otherwise lift a
+-- slot's counters beyond every other client's clock, for good. It refuses rather than clamp,
+-- so no seed is ever lowered. A node user without TIME (an ACL that lacks it) skips the bound.
+local function bound(seed)
+  local now = redis.pcall('TIME')
+  if type(now) ~= 'table' or now.err then
+    return
+  end
+  local limit = string.format('%.0f', tonumber(now[1]) + SEED_LEAD) .. string.rep('0', 6 - #now[2]) .. now[2]
+  if dlt(limit, seed) then
+    local ahead = (tonumber(seed) - tonumber(now[1]) * 1e6 - tonumber(now[2])) / 1e6
+    fail('seed ' .. seed .. ' (the acquiring client\'s clock in microseconds) is ' .. string.format('%.0f', ahead) ..
+      ' s ahead of this node\'s clock, more than ' .. SEED_LEAD .. ' s: check the clocks of the client and of the node; nothing was changed')
+  end
+end
+
 -- mirror notes that the other (per-key) counter is lifted to value if it exists and is
 -- below it, keeping its expiry: only for the slot layout.
 local function mirror(other, value, slot)
@@ -180,7 +201,8 @@ end
 -- mint returns the token of a key whose lock this script is about to take, and notes it for
 -- commit: one more than the larger of the two counters, and at least the seed (the acquiring
 -- client's clock in microseconds) when the own counter is missing or, for the slot layout,
--- always. It fails, before anything is written, when a counter is at MAX.
+-- always. It fails, before anything is written, when a counter is at MAX, or when the seed
+-- would be written and is too far ahead of the node's clock (bound).
 local function mint(own, other, seed, idle, slot)
   local c, o = counter(own), counter(other)
   local t
@@ -194,6 +216,7 @@ local function mint(own, other, seed, idle, slot)
     end
   end
   if (slot or not c) and (not t or dlt(t, seed)) then
+    bound(seed)
     t = seed
   end
   put(own, t, idle)

@@ -21,8 +21,9 @@
 -- missing own counter (the node lost it) gets the larger of the seed and the token, as an
 -- acquire would seed it from the clock: a token the node had issued before it lost its state
 -- may be above ours, and the seed is what clears it (docs/design.md §5.6). An error reply (a
--- bad argument, a counter holding something other than a counter) changes nothing: every
--- key and counter is checked before the first write.
+-- bad argument, a counter holding something other than a counter, a seed to be written that
+-- is too far ahead of the node's clock) changes nothing: every key and counter is checked
+-- before the first write.
 local n = #KEYS / 3
 local fenced, slot = ARGV[4] == '1', ARGV[6] == '1'
 
@@ -51,6 +52,7 @@ local function check()
       local token = tokens[i]
       local current = counter(own)
       if not current and dlt(token, seed) then
+        bound(seed)
         token = seed
       end
       if not current or dlt(current, token) then

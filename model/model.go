@@ -78,7 +78,12 @@ type Config struct {
 	// was: the waiter queue of design.md §3.10 refusing a waiter that is not at the head of
 	// the key's queue there. Any refusal is a branch of the search, so every gate that only
 	// refuses (whatever its rules, whatever the queues hold) is covered.
-	Gate      bool
+	Gate bool
+	// Refuse lets a node answer an acquire of a free key with an error reply, changing
+	// nothing: the seed bound of design.md §5.6 refusing a seed too far ahead of the node's
+	// clock, or any other refusal by error. The client counts the node as failed and its
+	// undo releases it, as for every error.
+	Refuse    bool
 	Exclusion bool // check mutual exclusion (only meaningful with at most f amnesic nodes)
 	// Continuity checks design.md §5.10's "a late extend is safe": when an extend wins, no
 	// other acquisition of the key has been granted since this holder's grant. It needs
@@ -360,6 +365,12 @@ func (k *checker) successors(s *state) []step {
 			t.removeMsg(mi)
 			t.send(msg{kind: mAcquireReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: 0})
 			add(k.f("n%d: %s refused by the queue (not the head)", m.node, k.msgText(m)), t)
+		}
+		if cfg.Refuse && m.kind == mAcquire && s.nodes[m.node].holder[m.key] == 0 {
+			t := s.clone()
+			t.removeMsg(mi)
+			t.send(msg{kind: mAcquireReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: int16(Failed)})
+			add(k.f("n%d: %s -> error: refused (a seed too far ahead of the node's clock)", m.node, k.msgText(m)), t)
 		}
 		if s.resends > 0 {
 			t := s.clone()

@@ -65,6 +65,11 @@ var realConfigs = []tiered{
 	// error reply with nothing changed; the client counts the node as failed and undoes.
 	{cheap, Config{Name: "N3 Q2 slot+key, counters at their maximum", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), MaxCounter: 1, NoLeftover: true}},
 	{cheap, Config{Name: "N2 Q2 slot+key, counters at their maximum, timeouts, expiry", N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), MaxCounter: 1, Lose: true, Expiry: true, NoLeftover: true}},
+	// Seeds refused by the node's clock bound (design.md §5.6): any acquire of a free key may
+	// get an error reply that changed nothing.
+	{cheap, Config{Name: "N2 Q2 slot+key, seed refusals, timeouts, expiry", N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Refuse: true, Lose: true, Expiry: true, NoLeftover: true}},
+	{normal, Config{Name: "N3 Q2 slot+key, seed refusals", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Refuse: true, NoLeftover: true}},
+	{big, Config{Name: "N3 Q2 mutual exclusion, slot+slot, seed refusals", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true, Refuse: true, NoLeftover: true}},
 	{big, Config{Name: "N2 Q2 continuity, 2 extends + 1 extend, a resend", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{{Layout: SlotLayout, Acquisitions: 1, Extends: 2}, extender}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Resends: 1}},
 	{big, Config{Name: "N3 Q2 slot+key, expiry, timeouts", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true}},
 	{big, Config{Name: "N3 Q2 two keys of one slot, slot+slot, expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true}},
@@ -174,6 +179,37 @@ func TestModelFindsMutations(t *testing.T) {
 				t.Fatalf("want a counterexample to %q, got %q (%d states, truncated %v)", c.want, r.Violation, r.States, r.Truncated)
 			}
 		})
+	}
+}
+
+// TestModelRefuseIsABranch: Refuse adds states (a node answering an error is a real branch),
+// and a schedule reaches it: both nodes refuse c0's seed, c0 gives up and undoes, and c1 then
+// takes the key.
+func TestModelRefuseIsABranch(t *testing.T) {
+	cfg := Config{N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), NoLeftover: true}
+	without := Check(cfg)
+	cfg.Refuse = true
+	with := Check(cfg)
+	t.Logf("states without refusals %d, with them %d", without.States, with.States)
+	if with.Violation != "" || with.States <= without.States {
+		t.Fatalf("refuse: violation %q, %d states against %d without", with.Violation, with.States, without.States)
+	}
+	trace, v, un := Follow(cfg, []string{
+		"c0: start acquire #1 of k0",
+		"n0: acquire.lua(k0, c0#1, slot layout, seed 1) -> error: refused",
+		"c0: n0 answers acquire with -1; decide: lost; undo: release on n0 n1",
+		"n1: acquire.lua(k0, c0#1, slot layout, seed 1) -> error: refused",
+		"n0: release.lua(k0, c0#1",
+		"n1: release.lua(k0, c0#1",
+		"c1: start acquire #1 of k0",
+		"n0: acquire.lua(k0, c1#1",
+		"n1: acquire.lua(k0, c1#1",
+		"c1: n0 answers acquire",
+		"c1: n1 answers acquire",
+	})
+	t.Logf("%d steps:\n%s", len(trace)-1, strings.Join(trace, "\n"))
+	if un != "" || v != "" || !strings.Contains(trace[len(trace)-1], "token 1") {
+		t.Fatalf("violation %q, no step for %q, last %q", v, un, trace[len(trace)-1])
 	}
 }
 

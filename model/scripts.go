@@ -35,15 +35,26 @@ type Key struct {
 	Other  Counter
 }
 
+// SeedLead is how far ahead of the node's clock, in microseconds, a seed may be when it is
+// written as a counter (counters.lua's SEED_LEAD; docs/design.md §5.6).
+const SeedLead Counter = 10_000_000
+
 // Rules are what the scripts check besides the keys. Max is the largest counter value: a
 // counter at Max mints no more, and a seed, target or token above it is a bad argument. On
-// Redis it is MaxCounter; a search lowers it, to reach it.
+// Redis it is MaxCounter; a search lowers it, to reach it. Clock is the node's clock in
+// microseconds (TIME): a seed more than SeedLead ahead of it is refused where it would become
+// a counter's value; 0 for no clock, as for a node user without TIME, and in the search,
+// whose seeds are never ahead of the nodes (Config.Refuse has any refusal instead).
 type Rules struct {
-	Max Counter
+	Max   Counter
+	Clock Counter
 }
 
-// Redis is the rules as the scripts apply them on a Redis node.
+// Redis is the rules as the scripts apply them on a Redis node, without the clock.
 var Redis = Rules{Max: MaxCounter}
+
+// seedOK reports whether seed may become a counter's value on this node.
+func (r Rules) seedOK(seed Counter) bool { return r.Clock == 0 || seed <= r.Clock+SeedLead }
 
 // arg reports whether v is a good seed, target or token: from 1 to Max.
 func (r Rules) arg(v Counter) bool { return v >= 1 && v <= r.Max }
@@ -58,7 +69,8 @@ func mirror(other *Counter, v Counter, slot bool) {
 // mint is counters.lua's mint: one more than the larger counter, at least the seed when the
 // own counter is missing or the layout is slot; the own counter takes the token, and the slot
 // layout mirrors it into an existing other counter. It reports false, and changes nothing,
-// when a counter is at Max.
+// when a counter is at Max, or when the seed would be the token and is too far ahead of the
+// node's clock.
 func (r Rules) mint(k *Key, seed Counter, slot bool) (Counter, bool) {
 	if k.Own >= r.Max || k.Other >= r.Max {
 		return 0, false
@@ -71,6 +83,9 @@ func (r Rules) mint(k *Key, seed Counter, slot bool) (Counter, bool) {
 		t = k.Other + 1
 	}
 	if (slot || k.Own == 0) && seed > t {
+		if !r.seedOK(seed) {
+			return 0, false
+		}
 		t = seed
 	}
 	k.Own = t
@@ -80,7 +95,8 @@ func (r Rules) mint(k *Key, seed Counter, slot bool) (Counter, bool) {
 
 // Acquire is acquire.lua: the token (>= 1) when the key was free or is already ours, 0 when
 // another holder has it (the script returns minus the remaining TTL there, <= 0), else
-// Failed (nothing changed) for a bad seed or when the token would pass Max.
+// Failed (nothing changed) for a bad seed, when the token would pass Max, or when the seed
+// would be the token and is too far ahead of the node's clock.
 func (r Rules) Acquire(k *Key, id ID, seed Counter, slot bool) Counter {
 	if k.Holder != 0 && k.Holder != id {
 		return 0
@@ -163,7 +179,8 @@ func (r Rules) Raise(k *Key, id ID, target Counter, slot bool) int64 {
 // Heal is heal.lua for one key: Failed for a bad token or seed, 0 when another holder has the
 // key (nothing changes); else the key is ours (set if it was absent), the own counter is
 // lifted to the token (to the larger of seed and token when it was missing), mirrored, and
-// the reply is 1.
+// the reply is 1; Failed, with nothing changed, when the seed would be written and is too
+// far ahead of the node's clock.
 func (r Rules) Heal(k *Key, id ID, token, seed Counter, slot bool) int64 {
 	if !r.arg(token) || !r.arg(seed) {
 		return Failed
@@ -171,10 +188,13 @@ func (r Rules) Heal(k *Key, id ID, token, seed Counter, slot bool) int64 {
 	if k.Holder != 0 && k.Holder != id {
 		return 0
 	}
-	k.Holder = id
 	if k.Own == 0 && seed > token {
+		if !r.seedOK(seed) {
+			return Failed
+		}
 		token = seed
 	}
+	k.Holder = id
 	if k.Own == 0 || k.Own < token {
 		k.Own = token
 	}
