@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -318,6 +319,10 @@ func (a *attempt) reply(ev event) (counters []int64, left int64, heldKey string,
 	vals := make([]int64, len(ev.slice))
 	for j, x := range ev.slice {
 		v, ok := x.(int64)
+		if s, isStr := x.(string); isStr { // a token, in decimal: exact above 2^53
+			n, err := strconv.ParseInt(s, 10, 64)
+			v, ok = n, err == nil
+		}
 		if !ok {
 			return nil, 0, "", fmt.Errorf("acquire_multi.lua: unexpected reply element %T", x)
 		}

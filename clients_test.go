@@ -196,7 +196,7 @@ func TestRealClusterNodes(t *testing.T) {
 				}
 				// What the slot rule prevents: the acquire script given the naive counter
 				// name is refused by the cluster.
-				err := acquireScript.Script.Run(ctx, s.nodes[0], []string{tc.key, tc.naive, slotCounter(tc.key)}, "probe", 1000, 1, 0, "0").Err()
+				err := acquireScript.Run(ctx, s.nodes[0], []string{tc.key, tc.naive, slotCounter(tc.key)}, "probe", 1000, 1, 0, "0").Err()
 				if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
 					t.Fatalf("acquire script with %q and %q: %v, want a CROSSSLOT error", tc.key, tc.naive, err)
 				}

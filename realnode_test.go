@@ -206,21 +206,22 @@ func TestRealKilledNode(t *testing.T) {
 }
 
 // TestRealScripts pins each script's SHA: what a real server computes when loading it must
-// equal the hash go-redis sends with EVALSHA.
+// equal the constant the library sends with EVALSHA (scripts_sha.go), for every script,
+// RedisFence's included.
 func TestRealScripts(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 10*time.Second)
-	for name, s := range map[string]*redis.Script{"acquire": acquireScript.Script, "raise": raiseScript.Script,
-		"release": releaseScript.Script, "extend": extendScript.Script, "status": statusScript.Script,
-		"acquire_multi": acquireMultiScript.Script, "heal": healScript.Script, "acquire, queued": acquireQueuedScript.Script,
-		"release_multi": releaseMultiScript.Script, "leave": leaveScript.Script} {
+	if len(luaScripts) < 13 {
+		t.Fatalf("%d scripts registered", len(luaScripts))
+	}
+	for name, s := range luaScripts {
 		sha, err := s.Load(ctx, rc).Result()
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 		if sha != s.Hash() {
-			t.Fatalf("%s: server SHA %s, embedded %s", name, sha, s.Hash())
+			t.Fatalf("%s: server SHA %s, constant %s", name, sha, s.Hash())
 		}
 	}
 }
@@ -351,7 +352,7 @@ func TestRealAmnesiaTokensStillIncrease(t *testing.T) {
 // aclCommands is the command list docs/operations.md gives for an ACL user of the library
 // (cmd/redlock's TestExecNodesFileAuthACL uses the same list for the CLI): what go-redis
 // sends on connect, the scripts, and the commands the scripts call, RedisFence's included.
-const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del +hset +incrby +exists +decrby"
+const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del +time +hset +incrby +exists +decrby"
 
 // TestRealACLUser runs every library call, the slow path (raise) and RedisFence's writes as
 // a Redis ACL user that may run only the documented commands.

@@ -35,9 +35,9 @@ var (
 	//go:embed lua/fence_get.lua
 	fenceGetSrc string
 
-	fenceWriteScript   = redis.NewScript(fenceTokensSrc + fenceWriteSrc)
-	fenceIncrAllScript = redis.NewScript(fenceTokensSrc + fenceIncrAllSrc)
-	fenceGetScript     = redis.NewScript(fenceGetSrc)
+	fenceWriteScript   = newLua("fence_write", fenceTokensSrc+fenceWriteSrc)
+	fenceIncrAllScript = newLua("fence_incr_all", fenceTokensSrc+fenceIncrAllSrc)
+	fenceGetScript     = newLua("fence_get", fenceGetSrc)
 )
 
 // RedisFence makes fenced writes to a Redis server that is the downstream store of work done
@@ -111,7 +111,8 @@ func (f *RedisFence) HSet(ctx context.Context, key string, fields map[string]str
 
 // IncrBy adds delta (which may be negative or zero) to the integer stored under key, as INCRBY
 // does (a missing key counts as 0), if tok is at least the highest token admitted for key, and
-// then records tok as the highest. It returns the new value. A zero delta is a fenced no-op
+// then records tok as the highest. It returns the new value, exact over the whole int64 range
+// (the script returns it in decimal: Lua's numbers are doubles). A zero delta is a fenced no-op
 // that only raises the key's token: later writes with lower tokens are then refused.
 //
 // Errors are those of [RedisFence.Set], plus a Redis error, with nothing written, when the
@@ -206,9 +207,9 @@ func (f *RedisFence) IncrByAll(ctx context.Context, incs ...FencedIncr) ([]int64
 	}
 	out := make([]int64, len(incs))
 	for i := range out {
-		v, ok := res[i+1].(int64)
-		if !ok {
-			return nil, fmt.Errorf("redlock: fenced increments: unexpected reply %v", res)
+		v, err := replyInt64(res[i+1])
+		if err != nil {
+			return nil, fmt.Errorf("redlock: fenced increments: %w", err)
 		}
 		out[i] = v
 	}
@@ -302,11 +303,28 @@ func (f *RedisFence) write(ctx context.Context, op, key string, tok Token, opArg
 		}
 		return 0, &StaleTokenError{Resource: key, Got: tok, Highest: highest}
 	}
-	n, ok := res[1].(int64)
-	if !ok {
-		return 0, fmt.Errorf("redlock: fenced %s %q: unexpected reply %v", op, key, res)
+	n, err := replyInt64(res[1])
+	if err != nil {
+		return 0, fmt.Errorf("redlock: fenced %s %q: %w", op, key, err)
 	}
 	return n, nil
+}
+
+// replyInt64 reads an integer that a fence script returned: a decimal string, so that values
+// above 2^53 stay exact (the scripts' numbers are doubles), or an integer reply (0 for set
+// and hset).
+func replyInt64(v any) (int64, error) {
+	switch v := v.(type) {
+	case int64:
+		return v, nil
+	case string:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected value reply %q", v)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("unexpected value reply %v (%T)", v, v)
 }
 
 // check validates the client and a data key, and returns the key's token key.

@@ -11,7 +11,10 @@ import (
 // The Lua scripts, one file each under lua/, with their KEYS and ARGV in the file header,
 // and beside each the typed constructor of its command. They run with EVALSHA and fall back
 // to EVAL when a node answers NOSCRIPT (its script cache was lost by a restart or SCRIPT
-// FLUSH).
+// FLUSH). The SHA-1 that names each script for EVALSHA is a constant (scripts_sha.go), never
+// computed at run time: Go's FIPS 140-only mode forbids SHA-1 (see lua below).
+//
+//go:generate go test -run ^TestScriptSHAs$ -update-shas .
 
 // counters.lua: the fence-counter rules (mint, store, mirror), put in front of every script
 // that writes counters: acquire, acquire_multi, raise and heal.
@@ -36,9 +39,9 @@ var (
 	acquireSrc string
 	//go:embed lua/acquire_multi.lua
 	acquireMultiSrc     string
-	acquireScript       = newLua(countersSrc + acquireSrc)
-	acquireQueuedScript = newLua(countersSrc + queueSrc + acquireSrc) // the same script with the queue's rules in front
-	acquireMultiScript  = newLua(countersSrc + acquireMultiSrc)
+	acquireScript       = newLua("acquire", countersSrc+acquireSrc)
+	acquireQueuedScript = newLua("acquire_queued", countersSrc+queueSrc+acquireSrc) // the same script with the queue's rules in front
+	acquireMultiScript  = newLua("acquire_multi", countersSrc+acquireMultiSrc)
 )
 
 // acquireArgs are the ARGV of acquire.lua and acquire_multi.lua.
@@ -72,7 +75,7 @@ func newAcquireCommand(set lockKeys, a acquireArgs) *command {
 var (
 	//go:embed lua/raise.lua
 	raiseSrc    string
-	raiseScript = newLua(countersSrc + raiseSrc)
+	raiseScript = newLua("raise", countersSrc+raiseSrc)
 )
 
 // raiseArgs are the ARGV of raise.lua.
@@ -99,8 +102,8 @@ var (
 	releaseSrc string
 	//go:embed lua/release_multi.lua
 	releaseMultiSrc    string
-	releaseScript      = newLua(queueSrc + releaseSrc)
-	releaseMultiScript = newLua(queueSrc + releaseMultiSrc)
+	releaseScript      = newLua("release", queueSrc+releaseSrc)
+	releaseMultiScript = newLua("release_multi", queueSrc+releaseMultiSrc)
 )
 
 // releaseArgs are what a release (or an undo) tells the nodes beyond the holder id.
@@ -155,7 +158,7 @@ func newReleaseCommand(set lockKeys, id string, a releaseArgs) *command {
 var (
 	//go:embed lua/leave.lua
 	leaveSrc    string
-	leaveScript = newLua(queueSrc + leaveSrc)
+	leaveScript = newLua("leave", queueSrc+leaveSrc)
 )
 
 func newLeaveCommand(key string, q queueKeys, member, msgID string) *command {
@@ -169,8 +172,8 @@ var (
 	extendSrc string
 	//go:embed lua/extend_multi.lua
 	extendMultiSrc    string
-	extendScript      = newLua(extendSrc)
-	extendMultiScript = newLua(extendMultiSrc)
+	extendScript      = newLua("extend", extendSrc)
+	extendMultiScript = newLua("extend_multi", extendMultiSrc)
 )
 
 func newExtendCommand(set lockKeys, id string, px int64) *command {
@@ -186,7 +189,7 @@ func newExtendCommand(set lockKeys, id string, px int64) *command {
 var (
 	//go:embed lua/heal.lua
 	healSrc    string
-	healScript = newLua(countersSrc + healSrc)
+	healScript = newLua("heal", countersSrc+healSrc)
 )
 
 // healArgs are the ARGV of heal.lua.
@@ -213,7 +216,7 @@ func newHealCommand(set lockKeys, a healArgs) *command {
 var (
 	//go:embed lua/status.lua
 	statusSrc    string
-	statusScript = newLua(statusSrc)
+	statusScript = newLua("status", statusSrc)
 )
 
 func newStatusCommand(set lockKeys, l CounterLayout) *command {
@@ -229,13 +232,47 @@ func argFlag(b bool) string {
 	return "0"
 }
 
-// lua is a script and its source, for the EVAL fallback.
+// lua is a script: its source, sent with EVAL when a node does not have it, and the SHA-1
+// of the source, by which EVALSHA names it. The SHA-1 comes from scriptSHAs, constants
+// written at development time (go generate), and is never computed here: Go's FIPS 140-only
+// mode (GODEBUG=fips140=only) forbids SHA-1 and panics on its first use, so go-redis's
+// NewScript, which hashes its source, cannot be used (docs/operations.md, "FIPS 140-only
+// mode"). TestScriptSHAs recomputes every constant in the test binary and fails when one is
+// stale, and TestRealScripts compares them with what a real server computes: a stale
+// constant would make EVALSHA run whatever script a node has cached under that name.
 type lua struct {
-	*redis.Script
-	src string
+	name string
+	src  string
+	sha  string
 }
 
-func newLua(src string) *lua { return &lua{Script: redis.NewScript(src), src: src} }
+// luaScripts holds every script by name, for the tests that check the constants.
+var luaScripts = map[string]*lua{}
+
+func newLua(name, src string) *lua {
+	s := &lua{name: name, src: src, sha: scriptSHAs[name]}
+	luaScripts[name] = s
+	return s
+}
+
+// Hash returns the SHA-1 of the script's source in hex, as EVALSHA expects it.
+func (s *lua) Hash() string { return s.sha }
+
+// Run sends the script to one server outside the transport (RedisFence, tests): EVALSHA,
+// then EVAL if the server answers NOSCRIPT, as go-redis's Script.Run does.
+func (s *lua) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	cmd := c.EvalSha(ctx, s.sha, keys, args...)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return c.Eval(ctx, s.src, keys, args...)
+	}
+	return cmd
+}
+
+// Load loads the script into a server's cache with SCRIPT LOAD and returns the SHA-1 the
+// server computed (for tests).
+func (s *lua) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
+	return c.ScriptLoad(ctx, s.src)
+}
 
 // command is one request built once per fan-out: its arguments are shared, read-only, by
 // the per-node calls made from it.
@@ -259,7 +296,7 @@ func patienceFor(ttl time.Duration) time.Duration { return ttl / 20 }
 // newScriptCall builds the EVALSHA command of a script.
 func newScriptCall(s *lua, keys []string, argv ...any) *command {
 	args := make([]any, 0, 3+len(keys)+len(argv))
-	args = append(args, "evalsha", s.Hash(), len(keys))
+	args = append(args, "evalsha", s.sha, len(keys))
 	for _, k := range keys {
 		args = append(args, k)
 	}

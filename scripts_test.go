@@ -1,6 +1,10 @@
 package redlock
 
 import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +113,206 @@ func TestScriptsOnMiniredis(t *testing.T) {
 func TestScriptsOnRealRedis(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	scriptCases(t, cluster.ClientsT(t)[0])
+}
+
+// badCounters are values a fence counter may hold when something other than these scripts
+// wrote it: not an integer from 0 to 2^63 - 1 in plain decimal. Lua's tonumber read most of
+// them as numbers (or as a missing counter), so the scripts minted from them.
+var badCounters = []string{"abc", "-1", "007", "1e3", "1.5", " 12", "0x10", "9223372036854775808", "99999999999999999999", ""}
+
+// TestScriptsCheckBeforeWriting runs every script that writes counters against counters that
+// hold something else, counters at the int64 maximum and bad arguments, on miniredis and on a
+// real redis-server: each answers with an error reply that says what is wrong, and the node
+// is as it was, no lock key set and no counter moved (Redis keeps a script's writes made
+// before an error). Before, a counter at the maximum made acquire.lua set the lock key and
+// then return -2^63, which the client read as "held" and did not undo.
+func TestScriptsCheckBeforeWriting(t *testing.T) {
+	forEachStore(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := ctxT(t, 20*time.Second)
+		set, err := newLockKeys("{cw}:a", "{cw}:b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		one, err := newLockKeys("{cw}:a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The premise: Redis keeps what a script wrote before an error.
+		if err := rc.Eval(ctx, "redis.call('SET', KEYS[1], 'x') return redis.call('INCR', KEYS[1])", []string{"cw:control"}).Err(); err == nil {
+			t.Fatal("INCR of a string succeeded")
+		}
+		if rc.Get(ctx, "cw:control").Val() != "x" {
+			t.Fatal("the write before the error was rolled back: the checks-first rule would be moot")
+		}
+		snapshot := func() map[string]string {
+			out := map[string]string{}
+			for _, k := range append(append(append([]string{}, set.keys...), set.fences...), set.slots...) {
+				if v, err := rc.Get(ctx, k).Result(); err == nil {
+					out[k] = v
+				}
+			}
+			return out
+		}
+		wantRefused := func(what, want string, s *lua, keys []string, args ...any) {
+			t.Helper()
+			before := snapshot()
+			_, err := newScriptCall(s, keys, args...).run(ctx, rc)
+			if err == nil || !strings.Contains(err.Error(), "redlock: ") || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s: %v; want an error reply saying %q", what, err, want)
+			}
+			if after := snapshot(); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Fatalf("%s changed the node: %v, was %v", what, after, before)
+			}
+		}
+		for _, l := range []CounterLayout{SlotCounters, KeyCounters} {
+			slot := argFlag(l == SlotCounters)
+			own, other := one.counters(0, l)
+			for _, bad := range badCounters {
+				for _, name := range []string{own, other} {
+					rc.FlushAll(ctx)
+					rc.Set(ctx, name, bad, 0)
+					what := fmt.Sprintf("%v layout, counter %s holding %q", l, name, bad)
+					wantRefused("acquire, "+what, "not an integer", acquireScript, one.triples(l), "A", 10000, 5000, 60000, slot)
+					// The second key's counter is bad (with the per-key layout): its first key is not set either.
+					multiKeys := set.triples(l)
+					if name == other || l == KeyCounters {
+						own2, other2 := set.counters(1, l)
+						rc.FlushAll(ctx)
+						rc.Set(ctx, map[bool]string{true: own2, false: other2}[name == own], bad, 0)
+					}
+					wantRefused("acquire_multi, "+what, "not an integer", acquireMultiScript, multiKeys, "A", 10000, 5000, 60000, "1", slot)
+					if name == other && l == KeyCounters {
+						continue // raise and heal read the other counter only to mirror (slot layout)
+					}
+					rc.FlushAll(ctx)
+					rc.Set(ctx, name, bad, 0)
+					rc.Set(ctx, one.keys[0], "A", 0)
+					wantRefused("raise, "+what, "not an integer", raiseScript, one.triples(l), "A", 9000, 60000, slot)
+					rc.Del(ctx, one.keys[0])
+					wantRefused("heal, "+what, "not an integer", healScript, one.triples(l), "A", 5000, 60000, "1", 8000, slot, 7000)
+				}
+			}
+			// At the maximum: no token past it; one below it mints the maximum itself.
+			rc.FlushAll(ctx)
+			rc.Set(ctx, own, "9223372036854775807", 0)
+			wantRefused(fmt.Sprintf("acquire at the maximum, %v layout", l), "mints no more tokens", acquireScript, one.triples(l), "A", 10000, 5000, 60000, slot)
+			wantRefused(fmt.Sprintf("acquire_multi at the maximum, %v layout", l), "mints no more tokens", acquireMultiScript, set.triples(l), "A", 10000, 5000, 60000, "1", slot)
+			rc.Set(ctx, own, "9223372036854775806", 0)
+			if v, err := newScriptCall(acquireScript, one.triples(l), "A", 10000, 5000, 60000, slot).run(ctx, rc); err != nil || v != math.MaxInt64 {
+				t.Fatalf("acquire one below the maximum, %v layout: %d, %v; want the maximum", l, v, err)
+			}
+		}
+		// Bad arguments.
+		rc.FlushAll(ctx)
+		wantRefused("acquire with seed 0", "the seed", acquireScript, one.triples(SlotCounters), "A", 10000, 0, 60000, "1")
+		wantRefused("acquire with seed abc", "the seed", acquireScript, one.triples(SlotCounters), "A", 10000, "abc", 60000, "1")
+		wantRefused("acquire with PX 0", "PX", acquireScript, one.triples(SlotCounters), "A", 0, 5000, 60000, "1")
+		wantRefused("acquire with idle TTL -1", "idle TTL", acquireScript, one.triples(SlotCounters), "A", 10000, 5000, -1, "1")
+		wantRefused("acquire_multi with seed above int64", "the seed", acquireMultiScript, set.triples(SlotCounters), "A", 10000, "9223372036854775808", 60000, "1", "1")
+		rc.Set(ctx, one.keys[0], "A", 0)
+		wantRefused("raise to 0", "the target", raiseScript, one.triples(SlotCounters), "A", 0, 60000, "1")
+		wantRefused("raise to 1.5", "the target", raiseScript, one.triples(SlotCounters), "A", "1.5", 60000, "1")
+		wantRefused("heal with token 0", "the token", healScript, one.triples(SlotCounters), "A", 5000, 60000, "1", 8000, "1", 0)
+		wantRefused("heal with token 2^64-1", "the token", healScript, one.triples(SlotCounters), "A", 5000, 60000, "1", 8000, "1", uint64(math.MaxUint64))
+	})
+}
+
+// TestScriptsExactAbove2to53: with counters past 2^53, where Lua's doubles hold only every
+// other integer, every acquire still mints exactly one more, on both layouts, and the counter
+// holds what was returned. Before, one more than an even counter above 2^53 rounded back to
+// the counter: a healthy client got the same token again and again.
+func TestScriptsExactAbove2to53(t *testing.T) {
+	forEachStore(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := ctxT(t, 10*time.Second)
+		for _, l := range []CounterLayout{SlotCounters, KeyCounters} {
+			set, err := newLockKeys("{exact}:k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			own, _ := set.counters(0, l)
+			for _, start := range []int64{1 << 53, 1<<53 + 1, 10_921_572_000_000_000, math.MaxInt64 - 5} {
+				rc.FlushAll(ctx)
+				rc.Set(ctx, own, start, 0)
+				for i := int64(1); i <= 5; i++ {
+					v, err := newScriptCall(acquireScript, set.triples(l), "A", 10000, 5000, 0, argFlag(l == SlotCounters)).run(ctx, rc)
+					if err != nil || v != start+i {
+						t.Fatalf("%v layout, counter %d, acquire %d: %d, %v; want %d", l, start, i, v, err, start+i)
+					}
+					if got := rc.Get(ctx, own).Val(); got != strconv.FormatInt(start+i, 10) {
+						t.Fatalf("counter holds %s, want %d", got, start+i)
+					}
+					rc.Del(ctx, set.keys[0])
+				}
+			}
+			// A raise to a target past 2^53 sets exactly the target.
+			rc.FlushAll(ctx)
+			rc.Set(ctx, set.keys[0], "A", 0)
+			if v, err := newScriptCall(raiseScript, set.triples(l), "A", int64(1<<53+1), 0, argFlag(l == SlotCounters)).run(ctx, rc); err != nil || v != 1 {
+				t.Fatalf("raise: %d, %v", v, err)
+			}
+			if got := rc.Get(ctx, own).Val(); got != "9007199254740993" {
+				t.Fatalf("raise to 2^53+1 set %s", got)
+			}
+		}
+	})
+}
+
+// TestScriptsSeedBound: a seed more than 10 s ahead of the node's clock is refused where it
+// would become a counter's value, by acquire, acquire_multi and heal, with nothing changed; a
+// seed 5 s ahead is taken; a far seed that would not be written (the counters are above it, or
+// the heal's counter exists) changes nothing about the script's result.
+func TestScriptsSeedBound(t *testing.T) {
+	forEachStore(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := ctxT(t, 10*time.Second)
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		soon, far := now.UnixMicro()+5_000_000, now.UnixMicro()+3_600_000_000
+		one, err := newLockKeys("{sb}:a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := newLockKeys("{sb}:a", "{sb}:b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(s *lua, keys []string, args ...any) (int64, error) {
+			return newScriptCall(s, keys, args...).run(ctx, rc)
+		}
+		refused := func(what string, v int64, err error) {
+			t.Helper()
+			if err == nil || !strings.Contains(err.Error(), "ahead of this node's clock") {
+				t.Fatalf("%s: %d, %v; want the seed refused", what, v, err)
+			}
+			if n := rc.DBSize(ctx).Val(); n != 0 {
+				t.Fatalf("%s: %d keys written", what, n)
+			}
+		}
+		for _, l := range []CounterLayout{SlotCounters, KeyCounters} {
+			slot := argFlag(l == SlotCounters)
+			rc.FlushAll(ctx)
+			v, err := run(acquireScript, one.triples(l), "A", 10000, far, 60000, slot)
+			refused(l.String()+" acquire an hour ahead", v, err)
+			_, err = newScriptCall(acquireMultiScript, set.triples(l), "A", 10000, far, 60000, "1", slot).run(ctx, rc)
+			refused(l.String()+" acquire_multi an hour ahead", 0, err)
+			v, err = run(healScript, one.triples(l), "A", 5000, 60000, "1", far, slot, 7000)
+			refused(l.String()+" heal of a lost counter an hour ahead", v, err)
+			if v, err := run(acquireScript, one.triples(l), "A", 10000, soon, 60000, slot); err != nil || v != soon {
+				t.Fatalf("%v acquire 5 s ahead: %d, %v; want the seed %d", l, v, err, soon)
+			}
+			// The counter is there now: a heal does not write its seed, so the bound is moot.
+			rc.Del(ctx, one.keys[0])
+			if v, err := run(healScript, one.triples(l), "A", 5000, 60000, "1", far, slot, soon); err != nil || v != 1 {
+				t.Fatalf("%v heal with the counter present: %d, %v", l, v, err)
+			}
+			// Counters above the far seed: it is not written, and not refused.
+			rc.FlushAll(ctx)
+			own, _ := one.counters(0, l)
+			rc.Set(ctx, own, far+100, 0)
+			if v, err := run(acquireScript, one.triples(l), "A", 10000, far, 60000, slot); err != nil || v != far+101 {
+				t.Fatalf("%v acquire with the counter above the far seed: %d, %v", l, v, err)
+			}
+		}
+	})
 }

@@ -29,47 +29,76 @@
 -- holder; then nothing changed. With the queue, a refusal is -(left * 65536 + rank): left
 -- those milliseconds (0 when the key is free but it is not this waiter's turn) and rank the
 -- waiter's place in the queue (0 for the head, at most 65535); then only the queue changed.
--- A resend (go-redis lost the reply) finds our key and returns the own counter as it is
--- now: the token it minted, or for the slot layout possibly more, since other keys of the
--- slot move that counter; either is at least the token it minted.
+-- A token is returned in decimal (a bulk string: tokens may exceed 2^53, where Lua's numbers
+-- lose integers). A resend (go-redis lost the reply) finds our key and returns the own
+-- counter as it is now: the token it minted, or for the slot layout possibly more, since
+-- other keys of the slot move that counter; either is at least the token it minted.
+-- An error reply (a bad argument, a counter at 2^63 - 1 or holding something other than a
+-- counter, a seed to be written that is more than 10 s ahead of this node's clock) changes
+-- nothing: everything is checked before the first write (counters.lua).
 local queued = KEYS[5] ~= nil
+local fenced = not queued or ARGV[10] == '1'
+local slot = ARGV[5] == '1'
+
+-- check reads and checks what this acquire would write, and returns the token when the
+-- key is ours or free (nil when another holder has it, or without fencing).
+local function check(holder)
+  argument(ARGV[2], 'the keys\' PX', true)
+  if not fenced or (holder and holder ~= ARGV[1]) then
+    return nil
+  end
+  local seed = argument(ARGV[3], 'the seed', true)
+  local idle = argument(ARGV[4], 'the counters\' idle TTL', false)
+  if holder then
+    -- Ours already: a resend, or our key with its counter gone (evicted), minted again.
+    local mine = counter(KEYS[2])
+    if mine then
+      mirror(KEYS[3], mine, slot)
+      return mine
+    end
+  end
+  return mint(KEYS[2], KEYS[3], seed, idle, slot)
+end
+
+local holder = redis.call('GET', KEYS[1])
+local token, err = checked(check, holder)
+if err then
+  return err
+end
+if holder == ARGV[1] then
+  if not fenced then
+    return 1
+  end
+  commit()
+  return token
+end
 local scale = 1
 if queued then
   scale = 65536
-  local holder = redis.call('GET', KEYS[1])
-  if holder ~= ARGV[1] then
-    local ok, pass, rank = pcall(qgate, holder, KEYS[4], KEYS[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],
-      KEYS[1], ARGV[1], ARGV[11])
-    if ok and not pass then
-      local left = 0
-      if holder then
-        left = math.max(redis.call('PTTL', KEYS[1]), 0)
-      end
-      return -(left * scale + math.min(rank, 65535))
+  local ok, pass, rank = pcall(qgate, holder, KEYS[4], KEYS[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],
+    KEYS[1], ARGV[1], ARGV[11])
+  if ok and not pass then
+    local left = 0
+    if holder then
+      left = math.max(redis.call('PTTL', KEYS[1]), 0)
     end
+    return -(left * scale + math.min(rank, 65535))
   end
 end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-    local left = redis.call('PTTL', KEYS[1])
-    if left < 0 then
-      left = 0
-    end
-    return -left * scale
+if holder then
+  local left = redis.call('PTTL', KEYS[1])
+  if left < 0 then
+    left = 0
   end
-  if queued and ARGV[10] == '0' then
-    return 1
-  end
-  local mine = counter(KEYS[2])
-  if mine then
-    mirror(KEYS[3], mine, ARGV[5] == '1')
-    return mine
-  end
-  -- Our key is here but the counter is gone (evicted): mint as for a new counter.
-elseif queued then
+  return -left * scale
+end
+-- Free (read above, and the script is atomic): SET NX takes it.
+redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
+if queued then
   pcall(qtaken, KEYS[4], KEYS[5], ARGV[6])
-  if ARGV[10] == '0' then
-    return 1
-  end
 end
-return mint(KEYS[2], KEYS[3], tonumber(ARGV[3]), ARGV[4], ARGV[5] == '1')
+if not fenced then
+  return 1
+end
+commit()
+return token

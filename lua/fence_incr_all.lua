@@ -9,7 +9,9 @@
 -- ARGV     pairs: ARGV[2i-1] the i-th token (decimal, 1 to 2^64-1), ARGV[2i] its increment
 --          (decimal int64)
 --
--- Returns {1, v_1, ..., v_n}, the new values, when every write was admitted and applied;
+-- Returns {1, v_1, ..., v_n}, the new values in decimal (strings, read back with GET: an
+-- integer reply reaches Lua as a double, inexact above 2^53), when every write was admitted
+-- and applied;
 -- {0, i, highest} when the i-th token is below the highest admitted for its key (nothing is
 -- written). An increment that fails (WRONGTYPE, a value that is not an integer, an overflow)
 -- undoes the ones before it, inside this atomic script, and then fails the script: nothing is
@@ -40,7 +42,9 @@ for i = 1, n do
     end
     return redis.error_reply('ERR fence_incr_all: key ' .. i .. ': ' .. ok.err)
   end
-  out[i + 1] = ok
+end
+for i = 1, n do
+  out[i + 1] = redis.call('GET', KEYS[2 * i - 1])
 end
 for i = 1, n do
   if highest[i] ~= ARGV[2 * i - 1] then

@@ -12,8 +12,9 @@
 --            hset    ARGV[3], ARGV[4], … are field, value pairs (HSET KEYS[1] …)
 --            incrby  ARGV[3] is the increment, a decimal int64 (INCRBY KEYS[1] ARGV[3])
 --
--- Returns {1, result} when the write was admitted: result is the new value for incrby, 0 for
--- set and hset. Returns {0, highest} when it was refused because the token key holds a higher
+-- Returns {1, result} when the write was admitted: result is the new value for incrby, in
+-- decimal (a string: Lua's numbers are doubles, which cannot hold every int64 above 2^53, so
+-- INCRBY's integer reply is not returned as it reaches Lua), 0 for set and hset. Returns {0, highest} when it was refused because the token key holds a higher
 -- token (highest, as a decimal string); nothing is written then.
 -- The data is written before the token, so a data write that fails (WRONGTYPE, an increment on
 -- a value that is not an integer, an overflow) aborts the script with nothing changed.
@@ -36,7 +37,8 @@ if op == 'set' then
 elseif op == 'hset' then
   redis.call('HSET', KEYS[1], unpack(ARGV, 3))
 elseif op == 'incrby' then
-  result = redis.call('INCRBY', KEYS[1], ARGV[3])
+  redis.call('INCRBY', KEYS[1], ARGV[3])
+  result = redis.call('GET', KEYS[1])
 else
   return redis.error_reply('ERR fence_write: unknown operation ' .. tostring(op))
 end

@@ -20,28 +20,59 @@
 -- keep their TTL. An own counter below the token is set to the token; a higher one stays. A
 -- missing own counter (the node lost it) gets the larger of the seed and the token, as an
 -- acquire would seed it from the clock: a token the node had issued before it lost its state
--- may be above ours, and the seed is what clears it (docs/design.md §5.6).
+-- may be above ours, and the seed is what clears it (docs/design.md §5.6). An error reply (a
+-- bad argument, a counter holding something other than a counter, a seed to be written that
+-- is too far ahead of the node's clock) changes nothing: every key and counter is checked
+-- before the first write.
 local n = #KEYS / 3
-for i = 1, n do
-  local holder = redis.call('GET', KEYS[3 * i - 2])
-  if holder and holder ~= ARGV[1] then
-    return 0
-  end
-end
-local slot, seed = ARGV[6] == '1', tonumber(ARGV[5])
-for i = 1, n do
-  local lock, own, other = KEYS[3 * i - 2], KEYS[3 * i - 1], KEYS[3 * i]
-  redis.call('SET', lock, ARGV[1], 'NX', 'PX', ARGV[2])
-  if ARGV[4] == '1' then
-    local token = tonumber(ARGV[6 + i])
-    local current = counter(own)
-    if not current and seed > token then
-      token = seed
+local fenced, slot = ARGV[4] == '1', ARGV[6] == '1'
+
+-- check returns 0 when some key is another holder's, else 1 with the counters noted for
+-- commit.
+local function check()
+  argument(ARGV[2], 'the keys\' PX', true)
+  local idle, seed
+  local tokens = {}
+  if fenced then
+    idle = argument(ARGV[3], 'the counters\' idle TTL', false)
+    seed = argument(ARGV[5], 'the seed', true)
+    for i = 1, n do
+      tokens[i] = argument(ARGV[6 + i], 'the token', true)
     end
-    if not current or current < token then
-      store(own, token, ARGV[3])
-    end
-    mirror(other, token, slot)
   end
+  for i = 1, n do
+    local holder = redis.call('GET', KEYS[3 * i - 2])
+    if holder and holder ~= ARGV[1] then
+      return 0
+    end
+  end
+  if fenced then
+    for i = 1, n do
+      local own, other = KEYS[3 * i - 1], KEYS[3 * i]
+      local token = tokens[i]
+      local current = counter(own)
+      if not current and dlt(token, seed) then
+        bound(seed)
+        token = seed
+      end
+      if not current or dlt(current, token) then
+        put(own, token, idle)
+      end
+      mirror(other, token, slot)
+    end
+  end
+  return 1
 end
+
+local r, err = checked(check)
+if err then
+  return err
+end
+if r == 0 then
+  return 0
+end
+for i = 1, n do
+  redis.call('SET', KEYS[3 * i - 2], ARGV[1], 'NX', 'PX', ARGV[2])
+end
+commit()
 return 1

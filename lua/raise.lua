@@ -15,14 +15,28 @@
 -- or above it stays (with the slot layout, acquires of other keys of the slot may have moved
 -- it past our target since our acquire here: docs/design.md §5.11 shows this is safe, since
 -- the proof needs only that the counter is at least the token while our key is here). The
--- slot layout mirrors the target into an existing per-key counter either way.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
+-- slot layout mirrors the target into an existing per-key counter either way. An error reply
+-- (a bad target, a counter holding something other than a counter) changes nothing.
+-- check returns 0 when the key is not ours, else 1 with the counters noted for commit.
+local function check()
+  local target = argument(ARGV[2], 'the target', true)
+  local idle = argument(ARGV[3], 'the counter\'s idle TTL', false)
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+  end
+  local current = counter(KEYS[2])
+  if not current or dlt(current, target) then
+    put(KEYS[2], target, idle)
+  end
+  mirror(KEYS[3], target, ARGV[4] == '1')
+  return 1
 end
-local current = counter(KEYS[2])
-local target = tonumber(ARGV[2])
-if not current or current < target then
-  store(KEYS[2], target, ARGV[3])
+
+local r, err = checked(check)
+if err then
+  return err
 end
-mirror(KEYS[3], target, ARGV[4] == '1')
-return 1
+if r == 1 then
+  commit()
+end
+return r

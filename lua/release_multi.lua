@@ -20,9 +20,15 @@ local n = #KEYS
 if ARGV[3] then
   n = tonumber(ARGV[3])
 end
+-- Every key is read before the first is deleted: a GET that fails (a key of another type)
+-- then fails the script with nothing changed.
+local ours = {}
+for i = 1, n do
+  ours[i] = redis.call('GET', KEYS[i]) == ARGV[1]
+end
 local all = 1
 for i = 1, n do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then
+  if ours[i] then
     redis.call('DEL', KEYS[i])
     if ARGV[2] and ARGV[2] ~= '' then
       redis.pcall('PUBLISH', ARGV[2] .. KEYS[i], ARGV[1])

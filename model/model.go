@@ -39,12 +39,16 @@ const (
 	RaiseLowers               // raise.lua sets the own counter to the target even when it was above it
 	ExtendRecreates           // extend.lua sets our key again when it is absent
 	ExtendOverwrites          // extend.lua sets our key even over another holder's
+	// SetBeforeMint is acquire.lua as it was before every script checked before writing:
+	// the key is set, then the mint fails at the counter's maximum, and the script's reply
+	// reads as "held" (it returned -2^63, a double's overflow), so the client undoes nothing.
+	SetBeforeMint
 )
 
 func (m Mutation) String() string {
 	return [...]string{"real rules", "raise without the key-still-ours check",
 		"raise lowers a counter above the target", "extend re-creates an expired key",
-		"extend overwrites another holder's key"}[m]
+		"extend overwrites another holder's key", "acquire sets the key before its mint fails"}[m]
 }
 
 // ClientConfig is one client.
@@ -74,7 +78,12 @@ type Config struct {
 	// was: the waiter queue of design.md §3.10 refusing a waiter that is not at the head of
 	// the key's queue there. Any refusal is a branch of the search, so every gate that only
 	// refuses (whatever its rules, whatever the queues hold) is covered.
-	Gate      bool
+	Gate bool
+	// Refuse lets a node answer an acquire of a free key with an error reply, changing
+	// nothing: the seed bound of design.md §5.6 refusing a seed too far ahead of the node's
+	// clock, or any other refusal by error. The client counts the node as failed and its
+	// undo releases it, as for every error.
+	Refuse    bool
 	Exclusion bool // check mutual exclusion (only meaningful with at most f amnesic nodes)
 	// Continuity checks design.md §5.10's "a late extend is safe": when an extend wins, no
 	// other acquisition of the key has been granted since this holder's grant. It needs
@@ -85,10 +94,19 @@ type Config struct {
 	// and exec budget are far below a TTL). So when a holder's validity for epoch e ends, its
 	// acquire requests still in flight (e = 0), resends included, and its heals for epochs up
 	// to e are dropped.
-	Timely    bool
-	Seeds     Seeds
-	Mutation  Mutation
-	MaxStates int // stop (and report it) after this many states; 0 for no limit
+	Timely   bool
+	Seeds    Seeds
+	Mutation Mutation
+	// MaxCounter, when not 0, is the largest counter value (Rules.Max), so small that the
+	// search reaches it: an acquire that would mint past it fails on that node (an error
+	// reply, nothing changed). 0 is Redis's, MaxCounter, which no search reaches.
+	MaxCounter int16
+	// NoLeftover checks that an acquisition that is over (failed, or released) holds no key
+	// on any node once none of its messages is in flight: a failed acquire leaves nothing
+	// behind (design.md §5.12). Only for clients without extends: the model does not queue a
+	// release behind a heal, as Lock.last does.
+	NoLeftover bool
+	MaxStates  int // stop (and report it) after this many states; 0 for no limit
 }
 
 const (
@@ -220,6 +238,14 @@ type checker struct {
 	buf, best, col []byte
 }
 
+// rules are the scripts' limits in this run.
+func (k *checker) rules() Rules {
+	if k.cfg.MaxCounter != 0 {
+		return Rules{Max: Counter(k.cfg.MaxCounter)}
+	}
+	return Redis
+}
+
 func (k *checker) seed(s *state) int16 {
 	if k.cfg.Seeds == FreshSeeds {
 		return s.vmax + 1
@@ -339,6 +365,12 @@ func (k *checker) successors(s *state) []step {
 			t.removeMsg(mi)
 			t.send(msg{kind: mAcquireReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: 0})
 			add(k.f("n%d: %s refused by the queue (not the head)", m.node, k.msgText(m)), t)
+		}
+		if cfg.Refuse && m.kind == mAcquire && s.nodes[m.node].holder[m.key] == 0 {
+			t := s.clone()
+			t.removeMsg(mi)
+			t.send(msg{kind: mAcquireReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: int16(Failed)})
+			add(k.f("n%d: %s -> error: refused (a seed too far ahead of the node's clock)", m.node, k.msgText(m)), t)
 		}
 		if s.resends > 0 {
 			t := s.clone()
@@ -496,19 +528,29 @@ func (k *checker) execute(s *state, m msg) string {
 	switch m.kind {
 	case mAcquire:
 		var r Counter
-		if l == OldClient {
+		switch {
+		case l == OldClient:
 			r = OldAcquire(&v, id, seed)
-		} else {
-			r = Acquire(&v, id, seed, slot)
+		case k.cfg.Mutation == SetBeforeMint && v.Holder == 0:
+			if r = k.rules().Acquire(&v, id, seed, slot); r == Failed {
+				v.Holder, r = id, 0
+			}
+		default:
+			r = k.rules().Acquire(&v, id, seed, slot)
 		}
 		n.store(key, l, v)
 		if hid(v.Holder) == m.id() && before == 0 {
 			n.epoch[key] = 0
 		}
 		s.send(msg{kind: mAcquireReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: int16(r)})
-		if r > 0 {
+		switch {
+		case r > 0:
 			lbl = k.f("-> token %d", r)
-		} else {
+		case r == Failed:
+			lbl = k.f("-> error: a counter is at its maximum %d", k.rules().Max)
+		case before == 0:
+			lbl = k.f("-> refused, though the key was free: left set") // SetBeforeMint
+		default:
 			lbl = k.f("-> held by %s", before)
 		}
 	case mRaise:
@@ -527,7 +569,7 @@ func (k *checker) execute(s *state, m msg) string {
 			mirror(&v.Other, v.Own, slot)
 			r = 1
 		default:
-			r = Raise(&v, id, Counter(m.arg), slot)
+			r = k.rules().Raise(&v, id, Counter(m.arg), slot)
 		}
 		n.store(key, l, v)
 		s.send(msg{kind: mRaiseReply, client: m.client, seq: m.seq, node: m.node, key: m.key, arg: int16(r)})
@@ -550,7 +592,7 @@ func (k *checker) execute(s *state, m msg) string {
 		lbl = k.f("-> %d", Release(&v, id))
 		n.store(key, l, v)
 	case mHeal:
-		r := Heal(&v, id, Counter(m.arg), seed, slot)
+		r := k.rules().Heal(&v, id, Counter(m.arg), seed, slot)
 		n.store(key, l, v)
 		if r == 1 && before == 0 {
 			n.epoch[key] = int8(m.arg2)
@@ -617,6 +659,41 @@ func (k *checker) msgText(m msg) string {
 	return k.f("reply %d to %s from n%d", m.arg, id, m.node)
 }
 
+// checkLeftover: every acquisition that is over (a later one has started, or its client is
+// idle) and has no message in flight holds no key on any node.
+func (k *checker) checkLeftover(s *state) {
+	for c := range k.cfg.Clients {
+		cc := &s.cl[c]
+		for seq := 0; seq < int(cc.seq); seq++ {
+			if seq == int(cc.seq)-1 && cc.phase != phIdle {
+				continue
+			}
+			if s.inFlight(c, seq) {
+				continue
+			}
+			h := holderOf(c, seq)
+			for i := 0; i < k.cfg.N; i++ {
+				for key := 0; key < k.cfg.Keys; key++ {
+					if s.nodes[i].holder[key] == h {
+						s.violation = fmt.Sprintf("key left behind: k%d of %s stays on n%d after that acquisition ended", key, h, i)
+						return
+					}
+				}
+			}
+		}
+	}
+}
+
+// inFlight reports whether a message of client c's acquisition seq is still in flight.
+func (s *state) inFlight(c, seq int) bool {
+	for _, m := range s.msgs {
+		if int(m.client) == c && int(m.seq) == seq {
+			return true
+		}
+	}
+	return false
+}
+
 // receive applies a reply to its client.
 func (k *checker) receive(s *state, m msg) string {
 	c := int(m.client)
@@ -629,10 +706,15 @@ func (k *checker) receive(s *state, m msg) string {
 		if !current || cc.phase != phAcquiring || cc.st[i] != stPending {
 			return lbl + " (late: ignored)"
 		}
-		if m.arg <= 0 {
+		switch {
+		case m.arg < 0:
+			// An error reply (Failed): counted as failed; the undo still releases the node,
+			// as attempt.go does for every error (it may be a lost reply of a SET).
+			cc.st[i] = stFailed
+		case m.arg == 0:
 			cc.st[i] = stRefused
 			cc.mayHold[i] = false
-		} else {
+		default:
 			cc.cnt[i] = m.arg
 			cc.st[i] = stAcquired
 			if cc.target != 0 && m.arg < cc.target {
@@ -888,9 +970,16 @@ func (s *state) dropRepliesOf(c int, kind uint8) {
 	s.msgs = out
 }
 
-// check tests mutual exclusion on s (claims U and O are checked when an acquisition wins).
+// check tests mutual exclusion on s, and with NoLeftover that acquisitions that are over
+// left no key (claims U and O are checked when an acquisition wins).
 func (k *checker) check(s *state) {
-	if s.violation != "" || !k.cfg.Exclusion {
+	if s.violation != "" {
+		return
+	}
+	if k.cfg.NoLeftover {
+		k.checkLeftover(s)
+	}
+	if !k.cfg.Exclusion {
 		return
 	}
 	for a := range k.cfg.Clients {

@@ -57,10 +57,19 @@ type tiered struct {
 // realConfigs are run with the real rules: none may find a counterexample.
 var realConfigs = []tiered{
 	{cheap, Config{Name: "N2 Q2 continuity, a late extend and another acquisition", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true}},
-	{cheap, Config{Name: "N3 Q2 slot+key", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1)}},
-	{cheap, Config{Name: "N2 Q2 slot+key, two keys of one slot, expiry", N: 2, Q: 2, Keys: 2, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true}},
-	{normal, Config{Name: "N3 Q2 slot+slot, two keys, no expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1)}},
-	{normal, Config{Name: "N3 Q2 mutual exclusion, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true}},
+	{cheap, Config{Name: "N3 Q2 slot+key", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), NoLeftover: true}},
+	{cheap, Config{Name: "N2 Q2 slot+key, two keys of one slot, expiry", N: 2, Q: 2, Keys: 2, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, NoLeftover: true}},
+	{normal, Config{Name: "N3 Q2 slot+slot, two keys, no expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), NoLeftover: true}},
+	{normal, Config{Name: "N3 Q2 mutual exclusion, slot+slot", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true, NoLeftover: true}},
+	// Counters at their maximum (design.md §5.12): an acquire that would mint past it gets an
+	// error reply with nothing changed; the client counts the node as failed and undoes.
+	{cheap, Config{Name: "N3 Q2 slot+key, counters at their maximum", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), MaxCounter: 1, NoLeftover: true}},
+	{cheap, Config{Name: "N2 Q2 slot+key, counters at their maximum, timeouts, expiry", N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), MaxCounter: 1, Lose: true, Expiry: true, NoLeftover: true}},
+	// Seeds refused by the node's clock bound (design.md §5.6): any acquire of a free key may
+	// get an error reply that changed nothing.
+	{cheap, Config{Name: "N2 Q2 slot+key, seed refusals, timeouts, expiry", N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Refuse: true, Lose: true, Expiry: true, NoLeftover: true}},
+	{normal, Config{Name: "N3 Q2 slot+key, seed refusals", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Refuse: true, NoLeftover: true}},
+	{big, Config{Name: "N3 Q2 mutual exclusion, slot+slot, seed refusals", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true, Refuse: true, NoLeftover: true}},
 	{big, Config{Name: "N2 Q2 continuity, 2 extends + 1 extend, a resend", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{{Layout: SlotLayout, Acquisitions: 1, Extends: 2}, extender}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Resends: 1}},
 	{big, Config{Name: "N3 Q2 slot+key, expiry, timeouts", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true}},
 	{big, Config{Name: "N3 Q2 two keys of one slot, slot+slot, expiry", N: 3, Q: 2, Keys: 2, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true}},
@@ -74,8 +83,8 @@ var realConfigs = []tiered{
 	{gigantic, Config{Name: "N5 Q3 slot+key, expiry", N: 5, Q: 3, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true}},
 	{gigantic, Config{Name: "N3 Q2 three clients slot/slot/key", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{{Layout: SlotLayout, Acquisitions: 1}, {Layout: SlotLayout, Acquisitions: 1}, {Layout: KeyLayout, Acquisitions: 1}}, Expiry: true}},
 	// The waiter queue (design.md §3.10): any node may refuse an acquire of a free key.
-	{cheap, Config{Name: "N3 Q2 slot+key, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Gate: true}},
-	{normal, Config{Name: "N3 Q2 mutual exclusion, slot+slot, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true, Gate: true}},
+	{cheap, Config{Name: "N3 Q2 slot+key, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Gate: true, NoLeftover: true}},
+	{normal, Config{Name: "N3 Q2 mutual exclusion, slot+slot, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true, Gate: true, NoLeftover: true}},
 	{big, Config{Name: "N3 Q2 slot+key, expiry, timeouts, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true, Gate: true}},
 	{gigantic, Config{Name: "N3 Q2 slot+slot, 2 acquisitions each, expiry, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 2), Expiry: true, Exclusion: true, Gate: true}},
 }
@@ -153,6 +162,9 @@ var mutations = []struct {
 	// node after A's grant and after another holder has come and gone there.
 	{big, Config{Name: "continuity without the timing assumption, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true}, "continuity"},
 	{big, Config{Name: "constant seeds, amnesia, N5 Q3", N: 5, Q: 3, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Amnesia: 1}, "claim U"},
+	// The acquire script as it was: the key set before the mint fails at the maximum, and a
+	// reply the client reads as "held", so nothing undoes it.
+	{cheap, Config{Name: "acquire sets the key before its mint fails, N2 Q2", N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), MaxCounter: 1, NoLeftover: true, Mutation: SetBeforeMint}, "key left behind"},
 }
 
 func TestModelFindsMutations(t *testing.T) {
@@ -167,6 +179,71 @@ func TestModelFindsMutations(t *testing.T) {
 				t.Fatalf("want a counterexample to %q, got %q (%d states, truncated %v)", c.want, r.Violation, r.States, r.Truncated)
 			}
 		})
+	}
+}
+
+// TestModelRefuseIsABranch: Refuse adds states (a node answering an error is a real branch),
+// and a schedule reaches it: both nodes refuse c0's seed, c0 gives up and undoes, and c1 then
+// takes the key.
+func TestModelRefuseIsABranch(t *testing.T) {
+	cfg := Config{N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), NoLeftover: true}
+	without := Check(cfg)
+	cfg.Refuse = true
+	with := Check(cfg)
+	t.Logf("states without refusals %d, with them %d", without.States, with.States)
+	if with.Violation != "" || with.States <= without.States {
+		t.Fatalf("refuse: violation %q, %d states against %d without", with.Violation, with.States, without.States)
+	}
+	trace, v, un := Follow(cfg, []string{
+		"c0: start acquire #1 of k0",
+		"n0: acquire.lua(k0, c0#1, slot layout, seed 1) -> error: refused",
+		"c0: n0 answers acquire with -1; decide: lost; undo: release on n0 n1",
+		"n1: acquire.lua(k0, c0#1, slot layout, seed 1) -> error: refused",
+		"n0: release.lua(k0, c0#1",
+		"n1: release.lua(k0, c0#1",
+		"c1: start acquire #1 of k0",
+		"n0: acquire.lua(k0, c1#1",
+		"n1: acquire.lua(k0, c1#1",
+		"c1: n0 answers acquire",
+		"c1: n1 answers acquire",
+	})
+	t.Logf("%d steps:\n%s", len(trace)-1, strings.Join(trace, "\n"))
+	if un != "" || v != "" || !strings.Contains(trace[len(trace)-1], "token 1") {
+		t.Fatalf("violation %q, no step for %q, last %q", v, un, trace[len(trace)-1])
+	}
+}
+
+// TestModelCounterMaxReached: the maximum is a real branch of the search. With counters that
+// end at 1, c1's acquire after c0's token 1 gets an error reply on each node, which leaves
+// the node as it was; c1 gives up and its undo releases both nodes (an error may be a lost
+// reply), and no key of c1 is left.
+func TestModelCounterMaxReached(t *testing.T) {
+	cfg := Config{N: 2, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), MaxCounter: 1, NoLeftover: true}
+	trace, v, un := Follow(cfg, []string{
+		"c0: start acquire #1 of k0",
+		"n0: acquire.lua(k0, c0#1",
+		"n1: acquire.lua(k0, c0#1",
+		"c0: n0 answers acquire",
+		"c0: n1 answers acquire", // fast path, token 1
+		"c0: release c0#1",
+		"n0: release.lua(k0, c0#1",
+		"n1: release.lua(k0, c0#1",
+		"c1: start acquire #1 of k0",
+		"n0: acquire.lua(k0, c1#1",
+		"c1: n0 answers acquire", // lost: undo on n0 and n1
+		"n0: release.lua(k0, c1#1",
+		"n1: acquire.lua(k0, c1#1",
+		"n1: release.lua(k0, c1#1",
+	})
+	t.Logf("%d steps:\n%s", len(trace)-1, strings.Join(trace, "\n"))
+	all := strings.Join(trace, "\n")
+	if un != "" || v != "" {
+		t.Fatalf("violation %q, no step for %q", v, un)
+	}
+	for _, want := range []string{"acquire.lua(k0, c1#1, slot layout, seed 1) -> error", "answers acquire with -1; decide: lost; undo: release on n0 n1", "k0=- L0=none C=1"} {
+		if !strings.Contains(all, want) {
+			t.Fatalf("the trace lacks %q", want)
+		}
 	}
 }
 

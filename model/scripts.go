@@ -9,8 +9,19 @@
 // runs both on a real redis-server with the same inputs and compares the outputs.
 package model
 
+import "math"
+
 // Counter is a fence counter on one node; 0 means missing (real counters are at least 1).
 type Counter = int64
+
+// MaxCounter is the largest counter value on Redis: its integers are int64, and counters.lua
+// refuses to mint past it rather than wrap (docs/design.md §5.12).
+const MaxCounter Counter = math.MaxInt64
+
+// Failed is the reply of a script that ended with an error reply: it changed nothing (it
+// checks everything before its first write). The client counts the node as failed, and its
+// undo releases the node all the same (attempt.go), since an error may also be a lost reply.
+const Failed Counter = -1
 
 // ID is a holder id on one node; 0 means the lock key is absent.
 type ID = int
@@ -24,6 +35,30 @@ type Key struct {
 	Other  Counter
 }
 
+// SeedLead is how far ahead of the node's clock, in microseconds, a seed may be when it is
+// written as a counter (counters.lua's SEED_LEAD; docs/design.md §5.6).
+const SeedLead Counter = 10_000_000
+
+// Rules are what the scripts check besides the keys. Max is the largest counter value: a
+// counter at Max mints no more, and a seed, target or token above it is a bad argument. On
+// Redis it is MaxCounter; a search lowers it, to reach it. Clock is the node's clock in
+// microseconds (TIME): a seed more than SeedLead ahead of it is refused where it would become
+// a counter's value; 0 for no clock, as for a node user without TIME, and in the search,
+// whose seeds are never ahead of the nodes (Config.Refuse has any refusal instead).
+type Rules struct {
+	Max   Counter
+	Clock Counter
+}
+
+// Redis is the rules as the scripts apply them on a Redis node, without the clock.
+var Redis = Rules{Max: MaxCounter}
+
+// seedOK reports whether seed may become a counter's value on this node.
+func (r Rules) seedOK(seed Counter) bool { return r.Clock == 0 || seed <= r.Clock+SeedLead }
+
+// arg reports whether v is a good seed, target or token: from 1 to Max.
+func (r Rules) arg(v Counter) bool { return v >= 1 && v <= r.Max }
+
 // mirror is the slot layout's rule: an existing other (per-key) counter below v is lifted to v.
 func mirror(other *Counter, v Counter, slot bool) {
 	if slot && *other != 0 && *other < v {
@@ -33,8 +68,13 @@ func mirror(other *Counter, v Counter, slot bool) {
 
 // mint is counters.lua's mint: one more than the larger counter, at least the seed when the
 // own counter is missing or the layout is slot; the own counter takes the token, and the slot
-// layout mirrors it into an existing other counter.
-func mint(k *Key, seed Counter, slot bool) Counter {
+// layout mirrors it into an existing other counter. It reports false, and changes nothing,
+// when a counter is at Max, or when the seed would be the token and is too far ahead of the
+// node's clock.
+func (r Rules) mint(k *Key, seed Counter, slot bool) (Counter, bool) {
+	if k.Own >= r.Max || k.Other >= r.Max {
+		return 0, false
+	}
 	var t Counter
 	if k.Own != 0 {
 		t = k.Own + 1
@@ -43,38 +83,61 @@ func mint(k *Key, seed Counter, slot bool) Counter {
 		t = k.Other + 1
 	}
 	if (slot || k.Own == 0) && seed > t {
+		if !r.seedOK(seed) {
+			return 0, false
+		}
 		t = seed
 	}
 	k.Own = t
 	mirror(&k.Other, t, slot)
-	return t
+	return t, true
 }
 
 // Acquire is acquire.lua: the token (>= 1) when the key was free or is already ours, 0 when
-// another holder has it (the script returns minus the remaining TTL there, <= 0).
-func Acquire(k *Key, id ID, seed Counter, slot bool) Counter {
-	if k.Holder != 0 {
-		if k.Holder != id {
-			return 0
-		}
-		if k.Own != 0 {
-			mirror(&k.Other, k.Own, slot)
-			return k.Own
+// another holder has it (the script returns minus the remaining TTL there, <= 0), else
+// Failed (nothing changed) for a bad seed, when the token would pass Max, or when the seed
+// would be the token and is too far ahead of the node's clock.
+func (r Rules) Acquire(k *Key, id ID, seed Counter, slot bool) Counter {
+	if k.Holder != 0 && k.Holder != id {
+		return 0
+	}
+	if !r.arg(seed) {
+		return Failed
+	}
+	v := *k
+	if v.Holder != 0 {
+		if v.Own != 0 {
+			mirror(&v.Other, v.Own, slot)
+			*k = v
+			return v.Own
 		}
 	} else {
-		k.Holder = id
+		v.Holder = id
 	}
-	return mint(k, seed, slot)
+	t, ok := r.mint(&v, seed, slot)
+	if !ok {
+		return Failed
+	}
+	*k = v
+	return t
 }
 
-// AcquireMulti is acquire_multi.lua with fencing: every key free or ours, or nothing changes
-// and ok is false. The keys may share counters (the slot counter of keys in one slot): the
-// caller passes them as pointers into one store, and they are minted in order.
-func AcquireMulti(keys []*Key, id ID, seed Counter, slot bool) (tokens []Counter, ok bool) {
+// AcquireMulti is acquire_multi.lua with fencing: every key free or ours (reply 1 and the
+// tokens), or nothing changes and the reply is 0 (a key is another holder's) or else Failed
+// (a bad seed, or a token would pass Max). The keys may share counters (the slot counter of keys in
+// one slot): the caller passes them as pointers into one store, and they are minted in order.
+func (r Rules) AcquireMulti(keys []*Key, id ID, seed Counter, slot bool) (tokens []Counter, reply Counter) {
 	for _, k := range keys {
 		if k.Holder != 0 && k.Holder != id {
-			return nil, false
+			return nil, 0
 		}
+	}
+	if !r.arg(seed) {
+		return nil, Failed
+	}
+	before := make([]Key, len(keys))
+	for i, k := range keys {
+		before[i] = *k
 	}
 	for _, k := range keys {
 		taken := k.Holder == 0
@@ -84,14 +147,25 @@ func AcquireMulti(keys []*Key, id ID, seed Counter, slot bool) (tokens []Counter
 			tokens = append(tokens, k.Own)
 			continue
 		}
-		tokens = append(tokens, mint(k, seed, slot))
+		t, ok := r.mint(k, seed, slot)
+		if !ok {
+			for i := len(keys) - 1; i >= 0; i-- { // the script checks all before it writes
+				*keys[i] = before[i]
+			}
+			return nil, Failed
+		}
+		tokens = append(tokens, t)
 	}
-	return tokens, true
+	return tokens, 1
 }
 
-// Raise is raise.lua: 0 when the key is not ours (nothing changes), else 1 with the own
-// counter lifted to the target if it was below (never lowered) and the target mirrored.
-func Raise(k *Key, id ID, target Counter, slot bool) int64 {
+// Raise is raise.lua: Failed for a bad target, 0 when the key is not ours (nothing changes),
+// else 1 with the own counter lifted to the target if it was below (never lowered) and the
+// target mirrored.
+func (r Rules) Raise(k *Key, id ID, target Counter, slot bool) int64 {
+	if !r.arg(target) {
+		return Failed
+	}
 	if k.Holder != id {
 		return 0
 	}
@@ -102,17 +176,25 @@ func Raise(k *Key, id ID, target Counter, slot bool) int64 {
 	return 1
 }
 
-// Heal is heal.lua for one key: 0 when another holder has the key (nothing changes); else
-// the key is ours (set if it was absent), the own counter is lifted to the token (to the
-// larger of seed and token when it was missing), mirrored, and the reply is 1.
-func Heal(k *Key, id ID, token, seed Counter, slot bool) int64 {
+// Heal is heal.lua for one key: Failed for a bad token or seed, 0 when another holder has the
+// key (nothing changes); else the key is ours (set if it was absent), the own counter is
+// lifted to the token (to the larger of seed and token when it was missing), mirrored, and
+// the reply is 1; Failed, with nothing changed, when the seed would be written and is too
+// far ahead of the node's clock.
+func (r Rules) Heal(k *Key, id ID, token, seed Counter, slot bool) int64 {
+	if !r.arg(token) || !r.arg(seed) {
+		return Failed
+	}
 	if k.Holder != 0 && k.Holder != id {
 		return 0
 	}
-	k.Holder = id
 	if k.Own == 0 && seed > token {
+		if !r.seedOK(seed) {
+			return Failed
+		}
 		token = seed
 	}
+	k.Holder = id
 	if k.Own == 0 || k.Own < token {
 		k.Own = token
 	}

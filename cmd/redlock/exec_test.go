@@ -940,7 +940,7 @@ func TestVersion(t *testing.T) {
 
 // aclCommands is the command list docs/operations.md gives for an ACL user of the library
 // and the CLI; TestExecNodesFileAuthACL runs exec and status as such a user.
-const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del"
+const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del +time"
 
 // TestExecNodesFileAuthACL: the node list comes from $REDLOCK_NODES_FILE and the password
 // from $REDISCLI_AUTH, so neither is in argv; the user may run only the documented commands;
