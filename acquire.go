@@ -169,10 +169,15 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 	}
 	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
 	overloaded := 0       // consecutive attempts that failed without any node reporting a holder (retryPause)
-	if c.wait.busy(key) {
+	// A queued Acquire takes its place here before its first attempt, so that a release by
+	// this Client, even one that comes while that attempt is in flight, finds it and keeps
+	// its place on the nodes; any Acquire waits behind the ones already here.
+	if qa != nil || c.wait.busy(key) {
 		join()
-		if err := c.waitTurn(ctx, set, wt, jitter(c.cfg.retryDelay)); err != nil {
-			return nil, 0, fmt.Errorf("%w: %w", ErrNotAcquired, err)
+		if !c.wait.first(key, wt) {
+			if err := c.waitTurn(ctx, set, wt, jitter(c.cfg.retryDelay)); err != nil {
+				return nil, 0, fmt.Errorf("%w: %w", ErrNotAcquired, err)
+			}
 		}
 	}
 	losses := 0 // attempts made on a wake-up that another contender beat

@@ -376,7 +376,7 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 		ra = releaseArgs{turn: true, member: q.member, ticket: q.ticket, live: q.live}
 	}
 	rel := newReleaseCommand(a.set, a.id, ra)
-	undo := &undoLog{c: a.c, key: a.set.keys[0], obs: a.obs, ctx: a.ctx, queued: a.queue != nil}
+	undo := &undoLog{c: a.c, key: a.set.keys[0], id: a.id, obs: a.obs, ctx: a.ctx, queued: a.queue != nil}
 	pr := a.c.pending.begin(a.set.keys, len(a.acq))
 	for i, acq := range a.acq {
 		switch {
@@ -407,6 +407,7 @@ func (a *attempt) undoCall(pr *pendingRelease, i int, rel *command, undo *undoLo
 type undoLog struct {
 	c      *Client
 	key    string
+	id     string   // the failed attempt's holder id
 	obs    Observer // nil without one
 	ctx    context.Context
 	queued bool // a queued attempt: a reply of 2 says our waiter is the head there now
@@ -414,7 +415,7 @@ type undoLog struct {
 
 func (u *undoLog) deliver(ev event) {
 	if u.queued && ev.err == nil && ev.val == 2 {
-		u.c.wake.turnFrom(u.key, ev.node)
+		u.c.wake.turnFrom(u.key, u.id, ev.node)
 	}
 	if u.obs != nil && firstOutcome(ev) {
 		u.c.observeNode(u.obs, u.ctx, OpUndo, ev, ev.err == nil && ev.val == 1)

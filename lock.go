@@ -305,7 +305,7 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		// goes; a node that answers that our waiter is the head now tells it its turn
 		// (queue.go).
 		ra.member, ra.ticket, ra.live = l.c.id, l.c.wait.headTicket(l.key), queueLive(l.c.cfg.retryDelay).Milliseconds()
-		o.turn = func(node int) { l.c.wake.turnFrom(l.key, node) }
+		o.turn = func(node int) { l.c.wake.turnFrom(l.key, l.id, node) }
 	} else if len(l.set.keys) > 1 && !l.c.cfg.noWakeups {
 		ra.member = l.c.id // each key's queue: its head is told
 	}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -255,5 +256,55 @@ func TestRealQueueWithoutQueueCommands(t *testing.T) {
 		if n := rc.Exists(ctx, key, newQueueKeys(key).queue).Val(); n != 0 {
 			t.Fatalf("node %d: %d of the key and its queue left", i, n)
 		}
+	}
+}
+
+// TestRealQueueHandoffInsideOneClient: eight goroutines of one Client take turns on one key
+// with no hold and no pause, and a retry delay of a minute, so that every handoff must come
+// from the release telling the next waiter (a missed one would wait at least 30 s): 800
+// acquisitions end well within that. Before, an Acquire's first attempt was not yet a
+// waiter here, so a release made while it was in flight left it to its retry pause (one
+// handoff in about forty), and a turn told by the slower nodes after the next attempt had
+// begun was counted again, leaving the next waiter unwoken (one in four).
+func TestRealQueueHandoffInsideOneClient(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	c := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+	ctx := ctxT(t, 5*time.Minute)
+	const goroutines, each = 8, 100
+	var wg sync.WaitGroup
+	errs := make(chan error, goroutines)
+	var last Token
+	var mu sync.Mutex
+	start := time.Now()
+	for range goroutines {
+		wg.Go(func() {
+			for range each {
+				l, err := c.Acquire(ctx, "queue:inproc", 10*time.Second)
+				if err != nil {
+					errs <- err
+					return
+				}
+				mu.Lock()
+				if l.Token() <= last {
+					errs <- fmt.Errorf("token %d after %d", l.Token(), last)
+				}
+				last = l.Token()
+				mu.Unlock()
+				if err := l.Release(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("%d handoffs in %v", goroutines*each, took)
+	if took > 25*time.Second {
+		t.Fatalf("%d handoffs took %v: some waited for the retry pause (at least 30 s) instead of being told", goroutines*each, took)
 	}
 }

@@ -117,6 +117,17 @@ func queueCases(t *testing.T, rc redis.UniversalClient) {
 	next := s.turns("B", "C", "D")
 	id := func(c string, n int) string { return fmt.Sprintf("%s%031d", c, n) } // 32 characters, as holder ids
 
+	// One Client handing the key to its own next waiter, with nobody else queued: the
+	// release says the waiter may go (2), and no queue is made on the node for it.
+	if tok, _, _ := s.acquire("Z", id("Z", 1), 50); tok <= 0 {
+		t.Fatal("uncontended queued acquire refused")
+	}
+	if v := s.release("Z", id("Z", 1), 60, true); v != 2 {
+		t.Fatalf("release with a waiter of our own and nobody queued: %d, want 2", v)
+	}
+	if n := rc.Exists(s.ctx, s.q.queue, s.q.waiters).Val(); n != 0 {
+		t.Fatalf("a handoff inside one Client made %d queue keys", n)
+	}
 	// A free key with nobody queued: the queue is not even created.
 	if tok, _, _ := s.acquire("A", id("A", 1), 100); tok <= 0 {
 		t.Fatalf("uncontended queued acquire refused")

@@ -122,6 +122,14 @@ func (q *waitQueues) head(key string, w *waiter) (isHead, kicked, release bool) 
 	return true, kicked, release
 }
 
+// first reports whether w is the first waiter for key.
+func (q *waitQueues) first(key string, w *waiter) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.m[key]
+	return len(l) > 0 && l[0] == w
+}
+
 // headTicket returns the ticket of the first waiter for key, 0 when nobody waits here.
 func (q *waitQueues) headTicket(key string) int64 {
 	q.mu.Lock()

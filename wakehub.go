@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -86,12 +87,16 @@ type wakeSub struct {
 	stamp   uint64    // hub stamp of the key's last wake event on its channel, 0 for none
 	heard   []heard   // the latest releases heard on the key's channel, newest last, at most wakeHeard
 	// The turns of a queued waiter: the nodes that have told it, since its last attempt
-	// began, that it is the head of the key's queue there and the key is free (turnFrom);
-	// turnStamp is the hub stamp of the last time they made a quorum.
+	// began, that it is the head of the key's queue there and the key is free (turnFrom),
+	// and the releases (holder ids) they came from; turnStamp is the hub stamp of the last
+	// time they made a quorum. turnUsed holds the last releases whose turns made a quorum:
+	// their later turns (the slower nodes') are no news to the attempt they started.
 	turnSeen   []bool
 	turnCount  int
+	turnIDs    []string
 	turnKicked bool
 	turnStamp  uint64
+	turnUsed   []string // at most wakeHeard, newest last
 	// crowded: a woken attempt on the key lost to another contender lately, so several
 	// waiters answer each release (see seniorityDelay).
 	crowded bool
@@ -237,14 +242,18 @@ func (h *wakeHub) heardFrom(key, id string, node int) {
 }
 
 // turnFrom records that node has told this Client's queued waiter for key that it is the
-// head of the key's queue there, with the key free: a message on the turn channel, or the
-// reply of our own release or undo. Once a quorum of nodes has, since the waiter's last
-// attempt began (turnReset), it is kicked: an attempt can succeed now. Nodes are counted,
-// not releases, so that the nodes freed by two contenders' undos after a split vote add up.
-func (h *wakeHub) turnFrom(key string, node int) {
+// head of the key's queue there, with the key free, after the release (or undo, or leave)
+// id: a message on the turn channel, or the reply of our own release or undo. Once a
+// quorum of nodes has, since the waiter's last attempt began (turnReset), it is kicked: an
+// attempt can succeed now. Nodes are counted, not releases, so that the nodes freed by two
+// contenders' undos after a split vote add up; but the releases whose turns made a quorum
+// are remembered, and their late turns (from the nodes that answered after the attempt
+// began) ignored, else they would count towards the next turn and kick a head that has just
+// attempted, or leave the key's turn marked as given when the next head is waiting.
+func (h *wakeHub) turnFrom(key, id string, node int) {
 	h.mu.Lock()
 	s := h.subs[key]
-	if s == nil || !s.turn {
+	if s == nil || !s.turn || slices.Contains(s.turnUsed, id) {
 		h.mu.Unlock()
 		return
 	}
@@ -255,11 +264,20 @@ func (h *wakeHub) turnFrom(key string, node int) {
 		s.turnSeen[node] = true
 		s.turnCount++
 	}
+	if !slices.Contains(s.turnIDs, id) {
+		s.turnIDs = append(s.turnIDs, id)
+	}
 	if s.turnKicked || s.turnCount < h.c.quorum {
 		h.mu.Unlock()
 		return
 	}
 	s.turnKicked = true
+	for _, used := range s.turnIDs {
+		if len(s.turnUsed) == wakeHeard {
+			s.turnUsed = append(s.turnUsed[:0], s.turnUsed[1:]...)
+		}
+		s.turnUsed = append(s.turnUsed, used)
+	}
 	h.stamp++
 	s.turnStamp = h.stamp
 	h.mu.Unlock()
@@ -271,8 +289,9 @@ func (h *wakeHub) turnFrom(key string, node int) {
 func (h *wakeHub) turnReset(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s := h.subs[key]; s != nil && s.turnCount > 0 {
+	if s := h.subs[key]; s != nil && (s.turnCount > 0 || s.turnKicked) {
 		clear(s.turnSeen)
+		s.turnIDs = s.turnIDs[:0]
 		s.turnCount, s.turnKicked = 0, false
 	}
 }
@@ -593,8 +612,8 @@ func (h *wakeHub) dispatch(msg any, i int) {
 	switch m := msg.(type) {
 	case *redis.Message:
 		if m.Channel == h.turnCh {
-			if _, key, ok := turnPayload(m.Payload); ok {
-				h.turnFrom(key, i)
+			if id, key, ok := turnPayload(m.Payload); ok {
+				h.turnFrom(key, id, i)
 			}
 		} else if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
 			h.heardFrom(key, m.Payload, i)

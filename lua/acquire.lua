@@ -75,8 +75,9 @@ end
 local scale = 1
 if queued then
   scale = 65536
-  local ok, pass, rank = pcall(qgate, holder, KEYS[4], KEYS[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],
+  local ok, pass, rank, absent = pcall(qgate, holder, KEYS[4], KEYS[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9],
     KEYS[1], ARGV[1], ARGV[11])
+  queued = not (ok and absent) -- nobody queued here: nothing for qtaken to do
   if ok and not pass then
     local left = 0
     if holder then

@@ -56,13 +56,14 @@ end
 
 -- qgate decides whether member may take the lock key now, as far as the queue is concerned,
 -- and queues it (or refreshes its place) when it may not. holder is the lock key's value
--- (nil when free). Returns true, or false and member's rank in the queue (0 is the head).
+-- (nil when free). Returns true, or false and member's rank in the queue (0 is the head); a
+-- third result true means nobody was queued, so there is nothing for qtaken to do.
 -- A free key goes to the head; when it has stayed free for more than grace ms with the head
 -- not taking it (a waiter that died, or one whose announcement was lost), the head is taken
 -- out and the next one's turn begins: it is told on prefix .. head, with id .. key.
 local function qgate(holder, queue, waiters, member, ticket, live, grace, key, id, prefix)
   if not holder and redis.call('EXISTS', queue) == 0 then
-    return true -- nobody waits: the common, uncontended case costs one EXISTS
+    return true, 0, true -- nobody waits: the common, uncontended case costs one EXISTS
   end
   local now = qnow()
   if not holder and qhead(queue, waiters, now) == member then
@@ -107,11 +108,13 @@ end
 -- releasing Client: with ticket '0' it leaves the queue, with '' its place is kept as it is,
 -- and with any other ticket (it has another Acquire waiting for the key) it is queued with
 -- it. Then, when prefix is not empty, the head is told that its turn has come: a message on
--- prefix .. head carrying id .. key. Returns true when the head is member itself (no message
--- is sent then: the caller wakes its own waiter).
+-- prefix .. head carrying id .. key. Returns true when member's own next waiter may take the
+-- key now (no message is sent then: the caller wakes its own waiter): member is the head, or
+-- nobody is queued. In that last case no queue is made for member's waiter: one Client
+-- handing a key from goroutine to goroutine costs the node no queue at all.
 local function qhandoff(queue, waiters, key, id, prefix, member, ticket, live)
-  if redis.call('EXISTS', queue) == 0 and (ticket == '0' or ticket == '') then
-    return false
+  if redis.call('EXISTS', queue) == 0 then
+    return prefix ~= '' and ticket ~= '0' and ticket ~= ''
   end
   local now = qnow()
   if ticket == '0' then

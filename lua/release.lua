@@ -15,8 +15,9 @@
 --          "0" (it leaves the queue)
 -- ARGV[6]  how long that place stays without a refresh, in milliseconds
 --
--- Returns 1 when our key was deleted, 2 when it was deleted and the head of the queue is the
--- releasing Client itself, 0 when the key is absent or belongs to another holder. The fence
+-- Returns 1 when our key was deleted, 2 when it was deleted and the releasing Client's next
+-- waiter may take the key now (it is the head of the queue, or nobody is queued), 0 when the
+-- key is absent or belongs to another holder. The fence
 -- counter is never touched. The PUBLISH goes through redis.pcall (and the queue's work
 -- through pcall), so a user whose ACL forbids the command or the channel still releases:
 -- the error is dropped and the reply is 1 all the same. The message carries the released
