@@ -21,9 +21,10 @@ import (
 // drift, start being read before the first command is sent.
 //
 // Errors: ErrInvalidArgument (nothing sent) for a nil ctx, a bad key (empty, longer than
-// [MaxKeyLen], or starting with [FencePrefix], [SlotCounterPrefix] or [HighestTokenPrefix]) or a
-// bad ttl; a *QuorumError matching ErrNotAcquired when the lock is held
-// elsewhere, too many nodes failed or the validity ran out; when ctx ends, an error matching
+// [MaxKeyLen], or starting with one of the library's prefixes: [FencePrefix],
+// [SlotCounterPrefix], [HighestTokenPrefix], [QueuePrefix] or [WaitersPrefix]) or a bad ttl;
+// a *QuorumError matching ErrNotAcquired when the lock is held elsewhere, too many nodes
+// failed or the validity ran out; when ctx ends, an error matching
 // ErrNotAcquired and ctx.Err(). A failed attempt is undone on every node, whatever ctx.
 // TryAcquire takes a free key even when Acquire calls of other processes are queued for it
 // ([Client.Acquire]).
@@ -96,7 +97,12 @@ func (c *Client) tryAcquireQueued(ctx context.Context, set lockKeys, ttl time.Du
 // queue only ever refuses, so mutual exclusion and tokens do not depend on it; a head that
 // does not come within d/2 of the key being free loses its turn. Without wake-ups
 // ([WithoutWakeups]) there is no queue: waiters of other processes retry at the retry delay.
-// A retry limit counts this call's own attempts, not its time in the queue. After
+// A retry limit counts this call's own attempts, not its time in the queue. An Acquire that
+// gives up (ctx ended, retry limit) takes its place out of the nodes' queues when no other
+// Acquire of this Client waits for the key; one ended by Close, or by the process exiting,
+// leaves its place until it expires (4 × the longest pause without a refresh, 4 s by
+// default), and while that place is the head of a free key it costs the next waiter the
+// grace (d/2) and that waiter's next attempt, never more. After
 // [Client.Close], Acquire returns ErrClosed (which does not match ErrNotAcquired), at once
 // also for calls that were waiting. Safe for concurrent use.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {

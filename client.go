@@ -100,7 +100,8 @@ func (c *Client) Nodes() int { return len(c.nodes) }
 // budget, max(4 × node timeout, 1 s). A wake-up subscription being connected to a hung node
 // (its handshake unanswered) likewise waits for the client's read timeout. Closing the
 // go-redis clients ends all of these at once, which is why cmd/redlock gives Close one node
-// timeout and then closes them. Close always returns nil.
+// timeout and then closes them. Acquire calls that Close ends leave their places in the
+// nodes' waiter queues to expire ([Client.Acquire]). Close always returns nil.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	first := !c.closed

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -502,5 +503,59 @@ func TestPipelineConnectErrorReachesEveryCall(t *testing.T) {
 		if ev.err == nil || !strings.Contains(ev.err.Error(), "WRONGPASS") {
 			t.Fatalf("call %d of the batch: %v, want the WRONGPASS of the refused AUTH", i, ev.err)
 		}
+	}
+}
+
+// TestRealRefusingNodeBacksOff: a node whose AUTH refuses this client (a wrong password)
+// gets a dial per pause (50 ms doubling to 1 s), not one per attempt: a waiter retrying every 10 ms for 1.5 s dials it a handful of times, while the
+// lock keeps working on the other nodes. Before, every attempt dialled it again (and go-redis
+// cannot tell a refused AUTH from a good dial): about 150 connections here, and with 16
+// processes on one key a thousand a second.
+func TestRealRefusingNodeBacksOff(t *testing.T) {
+	const pw = "rightSecret"
+	cluster := redisproc.StartT(t, 5, redisproc.Config{ExtraArgs: []string{"--user", "lock", "on", ">" + pw, "~*", "&*", "+@all"}})
+	admin := cluster.ClientsT(t)
+	clients := func(wrong bool) []redis.UniversalClient {
+		var cs []redis.UniversalClient
+		for i, a := range cluster.Addrs() {
+			p := pw
+			if wrong && i == 0 {
+				p = "wrongSecret"
+			}
+			rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: p, MaxRetries: -1, DialerRetries: 1})
+			t.Cleanup(func() { rc.Close() })
+			cs = append(cs, rc)
+		}
+		return cs
+	}
+	ctx := ctxT(t, 30*time.Second)
+	holder := newTestClient(t, clients(false))
+	held, err := holder.TryAcquire(ctx, "refusing", 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := newTestClient(t, clients(true), WithRetryDelay(10*time.Millisecond), WithoutWakeups())
+	before := connectionsReceived(t, admin[0])
+	wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	_, err = waiter.Acquire(wctx, "refusing", 20*time.Second)
+	if !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("Acquire of a held key: %v", err)
+	}
+	dials := connectionsReceived(t, admin[0]) - before
+	t.Logf("node 0 received %d connections in 1.5 s of attempts every 10 ms", dials)
+	if dials > 25 {
+		t.Fatalf("node 0, whose AUTH refuses the waiter, received %d connections in 1.5 s: one per attempt", dials)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The lock works on the other four, and the refused node's entry says why.
+	l, err := waiter.TryAcquire(ctx, "refusing", 20*time.Second)
+	if err != nil {
+		t.Fatalf("TryAcquire with node 0 refusing: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -76,9 +76,9 @@ func NewRedisFence(client redis.UniversalClient) *RedisFence {
 //   - a *StaleTokenError (errors.Is(err, ErrStaleToken)) with Highest set when a higher token
 //     was admitted before: nothing was written, and the caller must stop working under its lock;
 //   - an error matching ErrInvalidArgument, with nothing sent, for a nil client, an empty key, a
-//     key that starts with [HighestTokenPrefix], [FencePrefix] or [SlotCounterPrefix], a key
-//     longer than [MaxKeyLen],
-//     or a zero token;
+//     key that starts with one of the library's prefixes ([HighestTokenPrefix], [FencePrefix],
+//     [SlotCounterPrefix], [QueuePrefix], [WaitersPrefix]), a key longer than [MaxKeyLen], or a
+//     zero token;
 //   - a go-redis or network error (wrapping ctx.Err() when ctx ended): the write may or may not
 //     have been applied. Repeating Set with the same token and value is harmless; read the key
 //     with [RedisFence.Get] to learn what is stored.

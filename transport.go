@@ -109,13 +109,19 @@ type nodeQueue struct {
 	rc   redis.UniversalClient
 	wake chan struct{} // work for an idle sender; buffered
 
-	mu          sync.Mutex
-	queue       []*call
-	active      int         // senders running, idle ones included
-	idle        int         // senders waiting for work
-	overdue     int         // batches in flight past the node timeout
-	lastBack    time.Time   // when a batch of this node last returned
-	lastErr     error       // the error of the last batch that failed without the node answering; nil once it answers
+	mu       sync.Mutex
+	queue    []*call
+	active   int       // senders running, idle ones included
+	idle     int       // senders waiting for work
+	overdue  int       // batches in flight past the node timeout
+	lastBack time.Time // when a batch of this node last returned
+	lastErr  error     // the error of the last batch that failed without the node answering; nil once it answers
+	// The node refuses our AUTH (connRefused): calls that may be dropped are refused at
+	// once until downUntil, a pause that doubles from downMin to downMax while the
+	// refusals go on, so that a misconfigured node costs a dial per pause, not one per call
+	// of every process.
+	downUntil   time.Time
+	downFor     time.Duration
 	undoFailing atomic.Bool // the last undo sent to the node failed (undoLog logs the changes)
 
 	// The node's round trips as this process sees them (write to reply of a batch the node
@@ -274,10 +280,14 @@ func (q *nodeQueue) stalled() bool { return q.overdue > 0 && q.overdue == q.acti
 func (q *nodeQueue) send(c *call) {
 	q.cl.bg.Add(1)
 	q.mu.Lock()
-	if !c.keep && q.stalled() {
+	if !c.keep && (q.stalled() || q.refusing()) {
+		why := errNodeStalled
+		if !q.stalled() {
+			why = errNodeRefusing
+		}
 		q.mu.Unlock()
 		if c.state.CompareAndSwap(callQueued, callCancelled) {
-			q.report(c, event{out: notSent, err: q.downErr(errNodeStalled)})
+			q.report(c, event{out: notSent, err: q.downErr(why)})
 		} // else the owner cancelled it first
 		q.finish(c)
 		return
@@ -444,10 +454,14 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	alive := nodeAnswered(cmds)
 	q.mu.Lock()
 	b.back = true
-	if alive {
+	if down, err := connRefused(cmds); down {
+		q.lastErr = err
+		q.downFor = min(max(2*q.downFor, downMin), downMax)
+		q.downUntil = time.Now().Add(q.downFor)
+	} else if alive {
 		q.lastBack = time.Now()
 		q.sampleRTT(q.lastBack.Sub(b.written))
-		q.lastErr = nil
+		q.lastErr, q.downFor, q.downUntil = nil, 0, time.Time{}
 	} else if len(cmds) > 0 {
 		q.lastErr = cmds[0].Err()
 	}
@@ -640,6 +654,44 @@ func (q *nodeQueue) finish(c *call) {
 		q.cl.bg.Done() // the hold taken in sendAfter
 	}
 	q.cl.bg.Done()
+}
+
+// Bounds of the pause during which a node that refused our AUTH gets no call that may be
+// dropped (nodeQueue.downUntil).
+const (
+	downMin = 50 * time.Millisecond
+	downMax = time.Second
+)
+
+// refusing reports, with q.mu held, that the node refused the last connection's AUTH and
+// its pause has not passed.
+func (q *nodeQueue) refusing() bool {
+	return !q.downUntil.IsZero() && time.Now().Before(q.downUntil)
+}
+
+// connRefused reports whether a batch failed because the node refused the connection's
+// authentication: every command failed with the same WRONGPASS or NOAUTH error, which
+// go-redis meets in the handshake of every new connection, dialling again for the next
+// command as if the dial had been good. It returns that error. A refused dial is not counted:
+// go-redis's pool already stops dialling after PoolSize failed dials and probes once a second
+// (internal/pool, tryDial, v9.23); and a timeout is a slow or hung node, the node timeout's
+// business.
+func connRefused(cmds []*redis.Cmd) (bool, error) {
+	if len(cmds) == 0 {
+		return false, nil
+	}
+	err := cmds[0].Err()
+	var rerr redis.Error
+	if err == nil || !errors.As(err, &rerr) ||
+		!(redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOAUTH")) {
+		return false, nil
+	}
+	for _, cmd := range cmds[1:] {
+		if e := cmd.Err(); e == nil || e.Error() != err.Error() {
+			return false, nil
+		}
+	}
+	return true, err
 }
 
 // nodeAnswered reports whether the node itself answered at least one command of a batch

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of quorumlock/redlock and go-redsync/redsync (issue 6; the load
-# scenarios f0, p, burst, held, ramp and hung of issue 10; procs of issue 12).
+# scenarios f0, p, burst, held, ramp and hung of issue 10; procs of issue 12; procsd, starve
+# and h of issues 21 and 22).
 #
 # Builds bench/cmd/sidebyside and runs it. The program starts its own redis-server nodes on
 # free loopback ports (no persistence), runs every scenario for both libraries interleaved,
@@ -10,7 +11,8 @@
 #   bench/run.sh                         # everything, about nine minutes
 #   bench/run.sh -scenarios a,e -dur 10s # only some scenarios
 #   bench/run.sh -scenarios f0,p,burst,held,ramp,hung   # the load scenarios, 3–5 minutes
-#   bench/run.sh -scenarios procs        # 8 processes on one key (issue 12), about 20 s
+#   bench/run.sh -scenarios procs        # 8, 32 and 64 processes on one key, about 2 minutes
+#   bench/run.sh -scenarios procs -procs-n 8   # 8 processes only, about 30 s
 #   bench/run.sh -h                      # all flags
 set -euo pipefail
 cd "$(dirname "$0")"
