@@ -110,7 +110,10 @@ func BenchmarkFloorSingleNode(b *testing.B) {
 // BenchmarkParallelAcquireRelease is TryAcquire plus Release from P goroutines at once on
 // distinct keys, through one Client on 5 real nodes: the load of a service with many
 // locks in flight. ns/op is per acquire+release cycle of the whole process; errors/op counts
-// the acquires and releases that failed (node timeouts when the machine is saturated).
+// the acquires and releases that failed (node timeouts when the machine is saturated). The
+// node-concurrency variants are the measurement behind DefaultNodeConcurrency:
+//
+//	go test -run '^$' -bench 'ParallelAcquireRelease/P=256' -benchtime 20000x -count 3
 func BenchmarkParallelAcquireRelease(b *testing.B) {
 	cluster := redisproc.StartT(b, 5, redisproc.Config{})
 	clients := cluster.ClientsT(b)
@@ -118,7 +121,12 @@ func BenchmarkParallelAcquireRelease(b *testing.B) {
 		p    int
 		name string
 		opts []Option
-	}{{1, "", nil}, {64, "", nil}, {64, ",without-wakeups", []Option{WithoutWakeups()}}, {256, "", nil}, {1024, "", nil}} {
+	}{{1, "", nil}, {64, "", nil}, {64, ",without-wakeups", []Option{WithoutWakeups()}}, {256, "", nil}, {1024, "", nil},
+		// The choice of DefaultNodeConcurrency (4): pipelines in flight per node.
+		{256, ",node-concurrency=1", []Option{WithNodeConcurrency(1)}},
+		{256, ",node-concurrency=2", []Option{WithNodeConcurrency(2)}},
+		{256, ",node-concurrency=8", []Option{WithNodeConcurrency(8)}},
+		{256, ",node-concurrency=16", []Option{WithNodeConcurrency(16)}}} {
 		p := bc.p
 		b.Run(fmt.Sprintf("P=%d%s", p, bc.name), func(b *testing.B) {
 			c, err := New(clients, bc.opts...)

@@ -12,8 +12,8 @@ const (
 	DefaultDriftFactor = 0.01
 	// DefaultNodeTimeout bounds one node's reply. The redis.io Redlock page suggests 5–50 ms
 	// for a 10 s TTL, so that a dead node costs little of the validity time; we take 100 ms
-	// because the first call to a node also dials it and loads the scripts (EVALSHA, then
-	// EVAL after NOSCRIPT), which takes several round trips (docs/performance.md). The wait
+	// because the first call to a node also dials it and loads the scripts (a dial, HELLO,
+	// EVALSHA answered NOSCRIPT, then EVAL: four round trips or more). The wait
 	// never exceeds the validity time either.
 	DefaultNodeTimeout = 100 * time.Millisecond
 	// DefaultNodeConcurrency is the number of pipelines a Client keeps in flight to one

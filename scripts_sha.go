@@ -5,17 +5,17 @@ package redlock
 // scriptSHAs holds the SHA-1 of each script's source (lua.src) in hex, by name, as EVALSHA
 // names it: constants, so that the library never computes SHA-1 (scripts.go, lua).
 var scriptSHAs = map[string]string{
-	"acquire":        "cc3129e3838017db072edcc36a61bb187e251c97",
-	"acquire_multi":  "bf3968384d7d7b21f87df3e8867a51579545650e",
-	"acquire_queued": "f04364936b5630d2b27d54c7eb5f418cadcd0e0f",
+	"acquire":        "25ec4b76a7794325231245ada6ce699b4a05fa4c",
+	"acquire_multi":  "621ff5600c403b95ae921614723d6a80193abc48",
+	"acquire_queued": "55658ac78eac85f4da500150c94a1b2766eb888a",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",
 	"fence_get":      "3d91a01ee7912d8d409e62ded27bc787b686166c",
 	"fence_incr_all": "73717df44e32f28cdee356d91a313c21b755891b",
 	"fence_write":    "c1bd75b73720c35ca2ef4e939b78919a31352c63",
-	"heal":           "d09bcfaece2d553eb308a370c2738c9e9f6292d2",
+	"heal":           "6702cac634458fc7fa05b105d631a74f48ca0eed",
 	"leave":          "d60cdddf32a1dd1da0d4ac7019d37cc79793e43e",
-	"raise":          "78cff5f5dceea11e960fd8be72851ceafcac98c1",
+	"raise":          "573f620d91a03787cb98eccfd5e7eb7c4aa0458d",
 	"release":        "05d2a9792700919fd0fd188510fac276e7d10824",
 	"release_multi":  "10459e41e091e5f8ed5a9ed19049b23f09a01a96",
 	"status":         "1191a6160e65885a96e228772ef42cb7707b9534",

@@ -173,6 +173,14 @@ func TestScriptsCheckBeforeWriting(t *testing.T) {
 					rc.Set(ctx, name, bad, 0)
 					what := fmt.Sprintf("%v layout, counter %s holding %q", l, name, bad)
 					wantRefused("acquire, "+what, "not an integer", acquireScript, one.triples(l), "A", 10000, 5000, 60000, slot)
+					// The queued form with nobody queued takes the same path (SET NX, then the
+					// checks, the key deleted again): no key, no queue left.
+					q := newQueueKeys(one.keys[0])
+					wantRefused("queued acquire, nobody queued, "+what, "not an integer", acquireQueuedScript,
+						append(one.triples(l), q.queue, q.waiters), "A", 10000, 5000, 60000, slot, "member", 5000, 4000, 25, "1", turnChannelPrefix)
+					if n := rc.Exists(ctx, one.keys[0], q.queue, q.waiters).Val(); n != 0 {
+						t.Fatalf("queued acquire, %s: %d of the key and its queue's keys left", what, n)
+					}
 					// The second key's counter is bad (with the per-key layout): its first key is not set either.
 					multiKeys := set.triples(l)
 					if name == other || l == KeyCounters {
@@ -230,7 +238,9 @@ func TestScriptsExactAbove2to53(t *testing.T) {
 				t.Fatal(err)
 			}
 			own, _ := set.counters(0, l)
-			for _, start := range []int64{1 << 53, 1<<53 + 1, 10_921_572_000_000_000, math.MaxInt64 - 5} {
+			// Below 9·10^15 the scripts add as numbers, above it as strings: both sides of
+			// that boundary, and of 2^53.
+			for _, start := range []int64{8_999_999_999_999_997, 9_007_199_254_740_989, 1 << 53, 1<<53 + 1, 10_921_572_000_000_000, math.MaxInt64 - 5} {
 				rc.FlushAll(ctx)
 				rc.Set(ctx, own, start, 0)
 				for i := int64(1); i <= 5; i++ {

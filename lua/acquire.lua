@@ -35,7 +35,8 @@
 -- other keys of the slot move that counter; either is at least the token it minted.
 -- An error reply (a bad argument, a counter at 2^63 - 1 or holding something other than a
 -- counter, a seed to be written that is more than 10 s ahead of this node's clock) changes
--- nothing: everything is checked before the first write (counters.lua).
+-- nothing: everything is checked before the first write (counters.lua), but for the SET NX
+-- of the uncontended path, which a failed check deletes again before the reply.
 local queued = KEYS[5] ~= nil
 local fenced = not queued or ARGV[10] == '1'
 local slot = ARGV[5] == '1'
@@ -58,6 +59,35 @@ local function check(holder)
     end
   end
   return mint(KEYS[2], KEYS[3], seed, idle, slot)
+end
+
+-- The uncontended path: nobody is queued for the key (or the acquire is not queued). SET NX
+-- both tests that the key is free and takes it, saving a read; the checks follow, and a check
+-- that fails deletes the key again before the error reply, so the script changes nothing
+-- all the same (it is atomic: no other command sees the key in between).
+local nobody = not queued
+if queued then
+  local n = redis.pcall('EXISTS', KEYS[4]) -- a user without the queue's commands: no queue
+  nobody = n == 0 or type(n) == 'table'
+end
+if nobody then
+  local _, perr = checked(argument, ARGV[2], 'the keys\' PX', true)
+  if perr then
+    return perr
+  end
+  if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    local token, err = checked(check, nil)
+    if err then
+      redis.call('DEL', KEYS[1]) -- set just above: the failed acquire leaves nothing
+      return err
+    end
+    if not fenced then
+      return 1
+    end
+    commit()
+    return token
+  end
+  -- Held, by another holder or by us (a resend): as below.
 end
 
 local holder = redis.call('GET', KEYS[1])

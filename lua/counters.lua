@@ -15,14 +15,16 @@
 -- Exact values. Counters hold Redis integers, 0 to 2^63 - 1 (what INCR accepts), but Lua's
 -- numbers are doubles, exact only up to 2^53: above it, one more than a counter can round
 -- back to the counter itself. So a value is kept here as its decimal string, compared and
--- incremented as a string (dlt, dinc), and never turned into a number. A counter at 2^63 - 1
--- mints no more tokens: the script refuses rather than wrap (docs/design.md §5.12).
+-- incremented by dlt and dinc, which use numbers only below 9 * 10^15 (exact) and strings
+-- above. A counter at 2^63 - 1 mints no more tokens: the script refuses rather than wrap
+-- (docs/design.md §5.12).
 --
 -- Check, then write. Redis keeps what a script wrote before it failed, so every script
 -- reads and checks everything first (counters that hold something else, a counter at the
 -- maximum, bad arguments), in one function run by checked, and returns an error reply,
 -- having changed nothing, when a check fails. The counters it will write are only noted
--- (put) while it checks, and written by commit, after the checks.
+-- (put) while it checks, and written by commit, after the checks. (acquire.lua's
+-- uncontended path sets the lock key first and deletes it again when a check fails.)
 
 local MAX = '9223372036854775807'
 
@@ -57,14 +59,21 @@ local function short(s)
   return string.format('%q', s)
 end
 
+-- exact reports whether decimal a (as for dlt) is below 9 * 10^15, which is below 2^53: such
+-- a value, and one more than it, are exact as Lua numbers. Today's clocks in microseconds
+-- (16 digits, starting with 1) are, so the usual counters and seeds take the numeric paths.
+local function exact(a)
+  return #a < 16 or (#a == 16 and string.byte(a) < 57) -- 57 is '9'
+end
+
 -- dlt reports whether a < b, for decimal integers without sign or leading zeros of at most
--- 20 digits: the shorter is smaller; of equal lengths, two halves of at most 10 digits each
--- are compared, which doubles hold exactly.
+-- 20 digits: the shorter is smaller; of equal lengths, below 9 * 10^15 as numbers, and
+-- beyond it two halves of at most 10 digits each, which doubles hold exactly.
 local function dlt(a, b)
   if #a ~= #b then
     return #a < #b
   end
-  if #a <= 15 then
+  if exact(a) and exact(b) then
     return tonumber(a) < tonumber(b)
   end
   local ha, hb = tonumber(string.sub(a, 1, -11)), tonumber(string.sub(b, 1, -11))
@@ -74,9 +83,12 @@ local function dlt(a, b)
   return tonumber(string.sub(a, -10)) < tonumber(string.sub(b, -10))
 end
 
--- dinc returns a + 1 for such a decimal: the trailing nines become zeros and the digit
--- before them goes up by one.
+-- dinc returns a + 1 for such a decimal: as a number below 9 * 10^15 (exact), and beyond it
+-- as a string, the trailing nines becoming zeros and the digit before them going up by one.
 local function dinc(a)
+  if exact(a) then
+    return string.format('%.0f', tonumber(a) + 1)
+  end
   local head, nines = string.match(a, '^(.-)(9*)$')
   local zeros = string.rep('0', #nines)
   if head == '' then
@@ -178,10 +190,11 @@ local function bound(seed)
   if type(now) ~= 'table' or now.err then
     return
   end
-  local limit = string.format('%.0f', tonumber(now[1]) + SEED_LEAD) .. string.rep('0', 6 - #now[2]) .. now[2]
-  if dlt(limit, seed) then
-    local ahead = (tonumber(seed) - tonumber(now[1]) * 1e6 - tonumber(now[2])) / 1e6
-    fail('seed ' .. seed .. ' (the acquiring client\'s clock in microseconds) is ' .. string.format('%.0f', ahead) ..
+  -- Microseconds ahead, as numbers: exact for seeds below 2^53 (today's clocks), and for
+  -- larger ones far beyond the lead anyway; the bound needs no better than a microsecond.
+  local ahead = tonumber(seed) - (tonumber(now[1]) * 1000000 + tonumber(now[2]))
+  if ahead > SEED_LEAD * 1000000 then
+    fail('seed ' .. seed .. ' (the acquiring client\'s clock in microseconds) is ' .. string.format('%.0f', ahead / 1000000) ..
       ' s ahead of this node\'s clock, more than ' .. SEED_LEAD .. ' s: check the clocks of the client and of the node; nothing was changed')
   end
 end

@@ -3,11 +3,10 @@ package harness
 import (
 	"context"
 	"errors"
-	"strconv"
+	"fmt"
 	"sync"
 	"time"
 
-	"github.com/quorumlock/redlock"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 )
@@ -129,15 +128,24 @@ func tally(out <-chan bool, n int) bool {
 }
 
 func (f *floorBatch) try(ctx context.Context, key string) (any, error) {
-	seed := time.Now().UnixMicro()
-	fence := redlock.FencePrefix + "{" + key + "}"
+	keys, args := acquireLuaArgs(key, time.Now().UnixMicro())
 	ok := f.quorum(ctx, false, func() *redis.Cmd {
-		return redis.NewCmd(ctx, "evalsha", f.acq, 2, key, fence, floorValue, lockTTL.Milliseconds(), seed, counterIdle)
+		vec := append([]any{"evalsha", f.acq, len(keys)}, anys(keys)...)
+		return redis.NewCmd(ctx, append(vec, args...)...)
 	})
 	if !ok {
 		return nil, errFloorNotAcquired
 	}
 	return key, nil
+}
+
+// anys converts strings to the arguments of a go-redis command.
+func anys(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 func (f *floorBatch) wait(ctx context.Context, key string) (any, error) { return f.try(ctx, key) }
@@ -196,9 +204,11 @@ func (f *floorRueidis) fan(ctx context.Context, s *rueidis.Lua, release bool, ke
 }
 
 func (f *floorRueidis) try(ctx context.Context, key string) (any, error) {
-	keys := []string{key, redlock.FencePrefix + "{" + key + "}"}
-	args := []string{floorValue, strconv.FormatInt(lockTTL.Milliseconds(), 10),
-		strconv.FormatInt(time.Now().UnixMicro(), 10), strconv.FormatInt(counterIdle, 10)}
+	keys, vals := acquireLuaArgs(key, time.Now().UnixMicro())
+	args := make([]string, len(vals))
+	for i, v := range vals {
+		args[i] = fmt.Sprint(v)
+	}
 	if !f.fan(ctx, f.acq, false, keys, args) {
 		return nil, errFloorNotAcquired
 	}

@@ -50,6 +50,15 @@ func newFloorQuorum(addrs []string, script *redis.Script) *floorQuorum {
 // counterIdle is the library's default fence-counter idle TTL in milliseconds.
 var counterIdle = redlock.DefaultCounterIdleTTL.Milliseconds()
 
+// acquireLuaArgs are the keys and arguments of the library's acquire.lua (TryAcquire's
+// form, with no queue) for key: the slot layout's keys, the lock key, its slot counter (here
+// one per key, in the key's slot: the names only matter on a cluster) and its per-key
+// counter; then the holder value, the PX, the seed, the counters' idle TTL and the layout.
+func acquireLuaArgs(key string, seed int64) ([]string, []any) {
+	return []string{key, redlock.SlotCounterPrefix + "{" + key + "}", redlock.FencePrefix + "{" + key + "}"},
+		[]any{floorValue, lockTTL.Milliseconds(), seed, counterIdle, "1"}
+}
+
 func (f *floorQuorum) try(ctx context.Context, key string) (any, error) {
 	q := len(f.cs)/2 + 1
 	oks := make(chan bool, len(f.cs))
@@ -61,10 +70,8 @@ func (f *floorQuorum) try(ctx context.Context, key string) (any, error) {
 				oks <- ok && err == nil
 				return
 			}
-			// The slot layout's keys: the lock key, its slot counter (here one per key, in
-			// the key's slot: the names only matter on a cluster) and its per-key counter.
-			v, err := f.script.Run(ctx, c, []string{key, redlock.SlotCounterPrefix + "{" + key + "}", redlock.FencePrefix + "{" + key + "}"},
-				floorValue, lockTTL.Milliseconds(), seed, counterIdle, "1").Int64()
+			keys, args := acquireLuaArgs(key, seed)
+			v, err := f.script.Run(ctx, c, keys, args...).Int64()
 			oks <- err == nil && v > 0
 		}()
 	}
