@@ -18,9 +18,10 @@ const (
 	DefaultNodeTimeout = 100 * time.Millisecond
 	// DefaultNodeConcurrency is the number of pipelines a Client keeps in flight to one
 	// node. Calls beyond them wait in the node's queue and go out together in the next
-	// pipeline. Four keeps a node busy on loopback and on a LAN while staying well below
-	// go-redis's default pool of 10 connections per CPU; docs/performance.md has the
-	// measurements behind it.
+	// pipeline. On loopback 1 to 16 measured within noise of each other (docs/performance.md,
+	// "Pipelines per node"); four leaves room for longer round trips, where more pipelines in
+	// flight cover the wait, while staying well below go-redis's default pool of 10
+	// connections per CPU.
 	DefaultNodeConcurrency = 4
 	// DefaultRetryLimit is the number of attempts Acquire makes; 0 means no limit, so
 	// Acquire retries until it acquires or its context ends.
