@@ -101,8 +101,9 @@ func (e nodeDownError) Unwrap() []error {
 var errNodeStalled = errors.New("not sent: the node is not answering (every call in flight is past the node timeout)")
 
 // errNodeRefusing is a node's error when a call was not sent because the node refused its
-// last connection's AUTH (WRONGPASS, NOAUTH) and the pause before the next try has not passed.
-var errNodeRefusing = errors.New("not sent: the node refused the last connection's AUTH (it is tried again after a pause)")
+// last connection's authentication (connRefused) and the pause before the next try has not
+// passed.
+var errNodeRefusing = errors.New("not sent: the node refused the last connection's authentication (it is tried again after a pause)")
 
 // errAcquireNotSent is a node's entry in a release when the lock's acquire call to that
 // node was still queued: it was cancelled, so the key was never set there.

@@ -116,7 +116,7 @@ type nodeQueue struct {
 	overdue  int       // batches in flight past the node timeout
 	lastBack time.Time // when a batch of this node last returned
 	lastErr  error     // the error of the last batch that failed without the node answering; nil once it answers
-	// The node refuses our AUTH (connRefused): calls that may be dropped are refused at
+	// The node refuses our authentication (connRefused): calls that may be dropped are refused at
 	// once until downUntil, a pause that doubles from downMin to downMax while the
 	// refusals go on, so that a misconfigured node costs a dial per pause, not one per call
 	// of every process.
@@ -656,26 +656,28 @@ func (q *nodeQueue) finish(c *call) {
 	q.cl.bg.Done()
 }
 
-// Bounds of the pause during which a node that refused our AUTH gets no call that may be
-// dropped (nodeQueue.downUntil).
+// Bounds of the pause during which a node that refused our authentication gets no call that
+// may be dropped (nodeQueue.downUntil).
 const (
 	downMin = 50 * time.Millisecond
 	downMax = time.Second
 )
 
-// refusing reports, with q.mu held, that the node refused the last connection's AUTH and
-// its pause has not passed.
+// refusing reports, with q.mu held, that the node refused the last connection's
+// authentication and its pause has not passed.
 func (q *nodeQueue) refusing() bool {
 	return !q.downUntil.IsZero() && time.Now().Before(q.downUntil)
 }
 
 // connRefused reports whether a batch failed because the node refused the connection's
-// authentication: every command failed with the same WRONGPASS or NOAUTH error, which
-// go-redis meets in the handshake of every new connection, dialling again for the next
-// command as if the dial had been good. It returns that error. A refused dial is not counted:
-// go-redis's pool already stops dialling after PoolSize failed dials and probes once a second
-// (internal/pool, tryDial, v9.23); and a timeout is a slow or hung node, the node timeout's
-// business.
+// authentication, and returns that error: the first command failed with WRONGPASS or
+// NOAUTH, which go-redis meets in the handshake of every new connection, dialling again for
+// the next command as if the dial had been good, or with Redis's "Protocol error:
+// unauthenticated …", with which a node that wants a password closes a connection that sent
+// none at its first long command (more than ten arguments: every acquire script); and no
+// command of the batch succeeded. A refused dial is not counted: go-redis's pool already
+// stops dialling after PoolSize failed dials and probes once a second (internal/pool, tryDial,
+// v9.23); and a timeout is a slow or hung node, the node timeout's business.
 func connRefused(cmds []*redis.Cmd) (bool, error) {
 	if len(cmds) == 0 {
 		return false, nil
@@ -683,11 +685,12 @@ func connRefused(cmds []*redis.Cmd) (bool, error) {
 	err := cmds[0].Err()
 	var rerr redis.Error
 	if err == nil || !errors.As(err, &rerr) ||
-		!(redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOAUTH")) {
+		!(redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOAUTH") ||
+			redis.HasErrorPrefix(err, "Protocol error: unauthenticated")) {
 		return false, nil
 	}
 	for _, cmd := range cmds[1:] {
-		if e := cmd.Err(); e == nil || e.Error() != err.Error() {
+		if cmd.Err() == nil {
 			return false, nil
 		}
 	}
