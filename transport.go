@@ -116,10 +116,10 @@ type nodeQueue struct {
 	overdue  int       // batches in flight past the node timeout
 	lastBack time.Time // when a batch of this node last returned
 	lastErr  error     // the error of the last batch that failed without the node answering; nil once it answers
-	// The node refuses our authentication (connRefused): calls that may be dropped are refused at
-	// once until downUntil, a pause that doubles from downMin to downMax while the
-	// refusals go on, so that a misconfigured node costs a dial per pause, not one per call
-	// of every process.
+	// The node refuses our authentication (connRefused): calls that may be dropped are
+	// refused at once until downUntil, a pause that doubles from downMin to downMax while
+	// the refusals go on, so that a misconfigured node costs a dial per pause, not one per
+	// call of every process.
 	downUntil   time.Time
 	downFor     time.Duration
 	undoFailing atomic.Bool // the last undo sent to the node failed (undoLog logs the changes)
