@@ -99,17 +99,35 @@ func (e Expect) Claim() string {
 	return s
 }
 
+// The differences judge reports when a run did not reproduce an expected failure: a matter
+// of timing (the fault has to land inside a window), not of safety.
+const (
+	problemNoViolation = "expected a mutual-exclusion violation, and the run observed none: the failure was not reproduced"
+	problemNoRejection = "expected the store to reject a stale write, and it rejected none"
+)
+
+// Unreproduced reports whether a run's only problems are that an expected failure did not
+// happen (problemNoViolation, problemNoRejection): every safety check passed.
+func (res *Result) Unreproduced() bool {
+	for _, p := range res.Problems {
+		if p != problemNoViolation && p != problemNoRejection {
+			return false
+		}
+	}
+	return len(res.Problems) > 0
+}
+
 // judge compares a run with the expectation and returns the differences.
 func (e Expect) judge(h *History, v Verdict) []string {
 	var p []string
 	switch {
 	case e.Violation && len(v.Overlaps) == 0:
-		p = append(p, "expected a mutual-exclusion violation, and the run observed none: the failure was not reproduced")
+		p = append(p, problemNoViolation)
 	case !e.Violation && !e.MayOverlap && len(v.Overlaps) > 0:
 		p = append(p, fmt.Sprintf("%d overlapping critical sections where the lock claims mutual exclusion", len(v.Overlaps)))
 	}
 	if e.Rejections && v.StaleRejected == 0 {
-		p = append(p, "expected the store to reject a stale write, and it rejected none")
+		p = append(p, problemNoRejection)
 	}
 	if n := len(v.StaleAccepted); n > 0 {
 		p = append(p, fmt.Sprintf("%d stale writes accepted (write IDs %v)", n, v.StaleAccepted))

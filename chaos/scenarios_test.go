@@ -8,11 +8,19 @@ import (
 	"github.com/quorumlock/redlock/internal/redisproc"
 )
 
+// maxReproduceTries is how many runs TestScenarios gives a scenario to reproduce the failure
+// it expects.
+const maxReproduceTries = 3
+
 // TestScenarios runs every scenario of the lab once on real redis-server processes with the
 // Quick profile (REDLOCK_CHAOS_LONG=1: three runs each with the Full profile) and asserts
 // what the scenario expects: where mutual exclusion is claimed, no overlap; where it is
 // expected to break, that the run did observe the break; and everywhere, no stale write
-// accepted, unique and ordered tokens, a linearizable store history and no lost write.
+// accepted, unique and ordered tokens, a linearizable store history and no lost write. A
+// run that passed every safety check but did not reproduce an expected failure (its fault
+// missed the window, as it can on a loaded machine: restart-amnesia once in the five full
+// test runs of 2026-12-02, under CI's parallel packages) is run again with the next seeds, up to
+// maxReproduceTries in all; a run with any other problem fails at once.
 func TestScenarios(t *testing.T) {
 	redisproc.Require(t)
 	prof, runs := Quick, 1
@@ -22,11 +30,20 @@ func TestScenarios(t *testing.T) {
 	for _, s := range Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			for run := range runs {
-				ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-				res, err := s.Run(ctx, prof, run, uint64(run+1))
-				cancel()
-				if err != nil {
-					t.Fatalf("run %d: %v", run, err)
+				var res *Result
+				for try := range maxReproduceTries {
+					seed := uint64(run + 1 + 1000*try)
+					ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+					r, err := s.Run(ctx, prof, run, seed)
+					cancel()
+					if err != nil {
+						t.Fatalf("run %d: %v", run, err)
+					}
+					res = r
+					if !res.Unreproduced() || try == maxReproduceTries-1 {
+						break
+					}
+					t.Logf("run %d, seed %d: %v; running again with another seed", run, seed, res.Problems)
 				}
 				v := res.Verdict
 				t.Logf("run %d: %d acquisitions (%.1f/s, p99 wait %v), %d overlaps, %d stale writes rejected, %d accepted, porcupine %s, biggest token step %d",
@@ -48,5 +65,24 @@ func TestScenarios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUnreproduced: only a run whose every problem is a missing expected failure counts as
+// unreproduced (and is retried); a safety problem beside it, or no problem, does not.
+func TestUnreproduced(t *testing.T) {
+	for _, c := range []struct {
+		problems []string
+		want     bool
+	}{
+		{nil, false},
+		{[]string{problemNoViolation}, true},
+		{[]string{problemNoViolation, problemNoRejection}, true},
+		{[]string{problemNoViolation, "2 stale writes accepted (write IDs [3 4])"}, false},
+		{[]string{"porcupine check of the store history: illegal (only \"ok\" passes)"}, false},
+	} {
+		if got := (&Result{Problems: c.problems}).Unreproduced(); got != c.want {
+			t.Errorf("Unreproduced(%q) = %v, want %v", c.problems, got, c.want)
+		}
 	}
 }
