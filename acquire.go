@@ -133,6 +133,11 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 	if l, err := c.join(ctx, set); l != nil || err != nil {
 		return l, 0, err
 	}
+	if err := ctx.Err(); err != nil {
+		// Ended before anything was sent: no subscription either (its connection would
+		// send commands for a call that can only fail).
+		return nil, 0, fmt.Errorf("%w: %w", ErrNotAcquired, err)
+	}
 	key := set.waitKey()
 	// A queued Acquire (one key, wake-ups on) waits in the nodes' queue for the key, with
 	// this call's start as its ticket (queue.go).

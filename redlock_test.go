@@ -108,6 +108,9 @@ func TestBadInputSendsNothing(t *testing.T) {
 		{"ttl overflow", func() error { _, err := c.TryAcquire(ctx, "k", time.Duration(1<<63-1)); return err }, []error{ErrInvalidArgument}},
 		{"cancelled context", func() error { _, err := c.TryAcquire(cancelled, "k", time.Second); return err }, []error{ErrNotAcquired, context.Canceled}},
 		{"cancelled context, Acquire", func() error { _, err := c.Acquire(cancelled, "k", time.Second); return err }, []error{ErrNotAcquired, context.Canceled}},
+		{"cancelled context, Do", func() error {
+			return c.Do(cancelled, "k", time.Second, func(context.Context, *Lock) error { return nil })
+		}, []error{ErrNotAcquired, context.Canceled}},
 		{"extend zero ttl", func() error { return l.Extend(ctx, 0) }, []error{ErrInvalidArgument}},
 		{"extend cancelled", func() error { return l.Extend(cancelled, time.Second) }, []error{ErrNotHeld, context.Canceled}},
 	} {
