@@ -5,9 +5,9 @@ package redlock
 // scriptSHAs holds the SHA-1 of each script's source (lua.src) in hex, by name, as EVALSHA
 // names it: constants, so that the library never computes SHA-1 (scripts.go, lua).
 var scriptSHAs = map[string]string{
-	"acquire":        "25ec4b76a7794325231245ada6ce699b4a05fa4c",
+	"acquire":        "273cec841dcf2a7a281407cef95500f994299409",
 	"acquire_multi":  "621ff5600c403b95ae921614723d6a80193abc48",
-	"acquire_queued": "55658ac78eac85f4da500150c94a1b2766eb888a",
+	"acquire_queued": "f7653f0a8ba59ddb426e254f1d494cb2986e9c80",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",
 	"fence_get":      "3d91a01ee7912d8d409e62ded27bc787b686166c",

@@ -41,10 +41,15 @@ local queued = KEYS[5] ~= nil
 local fenced = not queued or ARGV[10] == '1'
 local slot = ARGV[5] == '1'
 
--- check reads and checks what this acquire would write, and returns the token when the
--- key is ours or free (nil when another holder has it, or without fencing).
+-- The keys' PX is checked first, once, for every path: the SET NX below needs it.
+local _, perr = checked(argument, ARGV[2], 'the keys\' PX', true)
+if perr then
+  return perr
+end
+
+-- check reads and checks what this acquire would write (the PX aside), and returns the
+-- token when the key is ours or free (nil when another holder has it, or without fencing).
 local function check(holder)
-  argument(ARGV[2], 'the keys\' PX', true)
   if not fenced or (holder and holder ~= ARGV[1]) then
     return nil
   end
@@ -71,10 +76,6 @@ if queued then
   nobody = n == 0 or type(n) == 'table'
 end
 if nobody then
-  local _, perr = checked(argument, ARGV[2], 'the keys\' PX', true)
-  if perr then
-    return perr
-  end
   if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     local token, err = checked(check, nil)
     if err then
