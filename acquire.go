@@ -2,8 +2,6 @@ package redlock
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -318,11 +316,4 @@ func (c *Client) giveWay(ctx context.Context, d time.Duration) error {
 // jitter draws a pause uniformly from [d/2, 3d/2).
 func jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d)
-}
-
-// newHolderID returns a random 128-bit holder id in hex. crypto/rand never fails (Go 1.24+).
-func newHolderID() string {
-	var b [16]byte
-	_, _ = crand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }

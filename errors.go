@@ -163,10 +163,26 @@ func (e *QuorumError) Error() string {
 	if len(e.Keys) > 1 {
 		name = quoteKeys(e.Keys)
 	}
-	fmt.Fprintf(&b, "%v: %s %s: %d of %d nodes agreed, quorum is %d",
-		e.sentinel, e.Op, name, e.Agreed, e.Total, e.Quorum)
+	fmt.Fprintf(&b, "%v: %s %s: ", e.sentinel, e.Op, name)
+	e.writeVote(&b)
+	return b.String()
+}
+
+// Detail is the error's message without the sentinel and the key: the vote ("acquire: 2 of 5
+// nodes agreed, quorum is 3"), then the cause and each node's error, as Error writes them.
+// It is meant for callers that name the key themselves, such as the CLI.
+func (e *QuorumError) Detail() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: ", e.Op)
+	e.writeVote(&b)
+	return b.String()
+}
+
+// writeVote writes the vote, the cause and the per-node errors.
+func (e *QuorumError) writeVote(b *strings.Builder) {
+	fmt.Fprintf(b, "%d of %d nodes agreed, quorum is %d", e.Agreed, e.Total, e.Quorum)
 	if e.Cause != nil {
-		fmt.Fprintf(&b, ": %v", e.Cause)
+		fmt.Fprintf(b, ": %v", e.Cause)
 	}
 	if e.Nodes != nil {
 		for _, ne := range e.Nodes.Errors {
@@ -174,7 +190,6 @@ func (e *QuorumError) Error() string {
 			b.WriteString(strings.TrimPrefix(ne.Error(), "redlock: "))
 		}
 	}
-	return b.String()
 }
 
 // contended reports whether some node refused because another holder's key was there, as

@@ -44,9 +44,6 @@ func turnPayload(payload string) (id, key string, ok bool) {
 	return payload[:holderIDLen], payload[holderIDLen:], true
 }
 
-// holderIDLen is the length of a holder id (newHolderID): 128 bits in hex.
-const holderIDLen = 32
-
 // queueKeys names a lock key's queue and waiters hash.
 type queueKeys struct {
 	queue, waiters string
