@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/redlock/internal/transport"
 	"strconv"
 	"time"
 )
@@ -27,9 +28,9 @@ type attempt struct {
 	start       time.Time
 	validityEnd time.Time
 
-	events   chan event
-	acq      []*call         // per node: the acquire call (a Lock keeps them for ordering)
-	tallies  []*acquireTally // per key
+	events   chan transport.Event
+	acq      []*transport.Call // per node: the acquire call (a Lock keeps them for ordering)
+	tallies  []*acquireTally   // per key
 	nodeErrs []error
 	returned []bool   // the acquire call's real fate is known: answered, or never written
 	mayHold  []bool   // our keys may be on the node: set, resent, or an error hid the answer
@@ -45,25 +46,25 @@ type attempt struct {
 	ahead int        // the fewest waiters ahead of us that a queued node reported; -1 for none
 }
 
-// deliver receives the transport's events; the channel has room for every event the
+// Deliver receives the transport's events; the channel has room for every event the
 // attempt's calls can produce, so it never blocks. The observer hears of every call's first
 // outcome here, also of those that come after the attempt was decided.
-func (a *attempt) deliver(ev event) {
-	if a.obs != nil && firstOutcome(ev) {
+func (a *attempt) Deliver(ev transport.Event) {
+	if a.obs != nil && transport.FirstOutcome(ev) {
 		a.observeNode(ev)
 	}
 	a.events <- ev
 }
 
 // observeNode reports one call's first outcome to the observer.
-func (a *attempt) observeNode(ev event) {
-	if ev.tag >= tagRaise {
-		a.c.observeNode(a.obs, a.ctx, OpRaise, ev, ev.err == nil && ev.val == 1)
+func (a *attempt) observeNode(ev transport.Event) {
+	if ev.Tag >= tagRaise {
+		a.c.observeNode(a.obs, a.ctx, OpRaise, ev, ev.Err == nil && ev.Val == 1)
 		return
 	}
-	agreed := ev.err == nil && ev.val > 0
+	agreed := ev.Err == nil && ev.Val > 0
 	if len(a.set.keys) > 1 {
-		agreed = ev.err == nil && len(ev.slice) > 0 && ev.slice[0] == int64(1)
+		agreed = ev.Err == nil && len(ev.Slice) > 0 && ev.Slice[0] == int64(1)
 	}
 	a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, agreed)
 }
@@ -76,8 +77,8 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 		c: c, set: set, id: id, ttl: ttl, queue: qa, ahead: -1,
 		start: c.cfg.clock.Now(),
 		// Per node at most: acquire (timeout + late) and one raise per key (timeout + late).
-		events:   make(chan event, 2*n*(1+k)),
-		acq:      make([]*call, n),
+		events:   make(chan transport.Event, 2*n*(1+k)),
+		acq:      make([]*transport.Call, n),
 		tallies:  make([]*acquireTally, k),
 		nodeErrs: make([]error, n),
 		returned: make([]bool, n),
@@ -104,7 +105,7 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 	}
 	after := c.pending.after(set.keys) // our own releases of the keys still on their way
 	for i, cl := range a.acq {
-		var prev *call
+		var prev *transport.Call
 		if after != nil {
 			prev = after[i]
 		}
@@ -218,22 +219,22 @@ func (a *attempt) sendRaise(i, k int) {
 }
 
 // apply feeds one event into the tallies.
-func (a *attempt) apply(ev event) {
-	i := ev.node
-	if ev.tag >= tagRaise {
-		t := a.tallies[ev.tag-tagRaise]
+func (a *attempt) apply(ev transport.Event) {
+	i := ev.Node
+	if ev.Tag >= tagRaise {
+		t := a.tallies[ev.Tag-tagRaise]
 		switch {
-		case ev.out == late:
+		case ev.Out == transport.Late:
 			// The node timed out already; raise never creates our key, so nothing to undo.
-		case ev.err != nil:
-			a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
-			a.c.cfg.logger.Debug("redlock: raise failed", "node", i, "err", ev.err)
+		case ev.Err != nil:
+			a.nodeErrs[i] = a.c.nodeErr(i, ev.Err)
+			a.c.cfg.logger.Debug("redlock: raise failed", "node", i, "err", ev.Err)
 			if t.state[i] == stateRaising {
 				t.failed(i)
 			}
-		case ev.val == 1:
+		case ev.Val == 1:
 			t.raiseDone(i, true)
-		case ev.val == 0:
+		case ev.Val == 0:
 			a.nodeErrs[i] = a.c.nodeErr(i, errNotOurs)
 			t.raiseDone(i, false)
 		default:
@@ -242,19 +243,19 @@ func (a *attempt) apply(ev event) {
 		}
 		return
 	}
-	switch ev.out {
-	case timedOut:
-		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
+	switch ev.Out {
+	case transport.TimedOut:
+		a.nodeErrs[i] = a.c.nodeErr(i, ev.Err)
 		a.each(func(t *acquireTally) { t.failed(i) })
 		return
-	case notSent:
+	case transport.NotSent:
 		a.returned[i] = true
-		a.nodeErrs[i] = a.c.nodeErr(i, ev.err)
+		a.nodeErrs[i] = a.c.nodeErr(i, ev.Err)
 		a.each(func(t *acquireTally) { t.failed(i) })
 		return
 	}
 	counters, left, heldKey, err := a.reply(ev)
-	if ev.out == late {
+	if ev.Out == transport.Late {
 		// The node was counted as failed at its timeout; only the undo needs to know.
 		a.returned[i] = true
 		a.mayHold[i] = err != nil || counters != nil || a.setnx
@@ -305,19 +306,19 @@ func (a *attempt) each(f func(*acquireTally)) {
 // key), or nil and the remaining milliseconds of the other holder's key (and, for a
 // multi-key lock, which key that is; for a queued one, that times 65536 plus the waiters
 // ahead of us, as acquire.lua encodes it).
-func (a *attempt) reply(ev event) (counters []int64, left int64, heldKey string, err error) {
-	if ev.err != nil {
-		return nil, 0, "", ev.err
+func (a *attempt) reply(ev transport.Event) (counters []int64, left int64, heldKey string, err error) {
+	if ev.Err != nil {
+		return nil, 0, "", ev.Err
 	}
 	if len(a.tallies) == 1 {
-		if ev.val <= 0 {
-			return nil, -ev.val, "", nil
+		if ev.Val <= 0 {
+			return nil, -ev.Val, "", nil
 		}
-		a.one[0] = ev.val
+		a.one[0] = ev.Val
 		return a.one[:], 0, "", nil
 	}
-	vals := make([]int64, len(ev.slice))
-	for j, x := range ev.slice {
+	vals := make([]int64, len(ev.Slice))
+	for j, x := range ev.Slice {
 		v, ok := x.(int64)
 		if s, isStr := x.(string); isStr { // a token, in decimal: exact above 2^53
 			n, err := strconv.ParseInt(s, 10, 64)
@@ -384,7 +385,7 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 			if a.mayHold[i] {
 				a.c.sendTo(i, a.undoCall(pr, i, rel, undo))
 			}
-		case acq.cancel():
+		case acq.Cancel():
 			// Still queued: it will never be written, so there is nothing to undo.
 		default:
 			// In flight: release once it has returned, whatever it answers (compare-and-
@@ -396,9 +397,9 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 	return err
 }
 
-func (a *attempt) undoCall(pr *pendingRelease, i int, rel *command, undo *undoLog) *call {
+func (a *attempt) undoCall(pr *pendingRelease, i int, rel *command, undo *undoLog) *transport.Call {
 	cl := rel.newCall(0, undo)
-	cl.keep = true             // an undo is never dropped
+	cl.Keep = true             // an undo is never dropped
 	a.c.pending.add(pr, i, cl) // the next attempt's acquire goes after it
 	return cl
 }
@@ -413,24 +414,24 @@ type undoLog struct {
 	queued bool // a queued attempt: a reply of 2 says our waiter is the head there now
 }
 
-func (u *undoLog) deliver(ev event) {
-	if u.queued && ev.err == nil && ev.val == 2 {
-		u.c.wake.turnFrom(u.key, u.id, ev.node)
+func (u *undoLog) Deliver(ev transport.Event) {
+	if u.queued && ev.Err == nil && ev.Val == 2 {
+		u.c.wake.turnFrom(u.key, u.id, ev.Node)
 	}
-	if u.obs != nil && firstOutcome(ev) {
-		u.c.observeNode(u.obs, u.ctx, OpUndo, ev, ev.err == nil && ev.val == 1)
+	if u.obs != nil && transport.FirstOutcome(ev) {
+		u.c.observeNode(u.obs, u.ctx, OpUndo, ev, ev.Err == nil && ev.Val == 1)
 	}
-	if !ev.final() {
+	if !ev.Final() {
 		return
 	}
 	// Logged when undos start failing on a node and when they reach it again, not once per
 	// failed attempt: with a node down, every attempt's undo fails there.
-	q := u.c.nodes[ev.node].q
+	n := &u.c.nodes[ev.Node]
 	switch {
-	case ev.err != nil && !q.undoFailing.Swap(true):
+	case ev.Err != nil && !n.undoFailing.Swap(true):
 		u.c.cfg.logger.Warn("redlock: undos of failed acquires do not reach a node; their keys there expire with their TTL",
-			"key", quoteKey(u.key), "node", ev.node, "err", ev.err)
-	case ev.err == nil && q.undoFailing.Swap(false):
-		u.c.cfg.logger.Info("redlock: undos reach the node again", "node", ev.node)
+			"key", quoteKey(u.key), "node", ev.Node, "err", ev.Err)
+	case ev.Err == nil && n.undoFailing.Swap(false):
+		u.c.cfg.logger.Info("redlock: undos reach the node again", "node", ev.Node)
 	}
 }

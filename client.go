@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"github.com/quorumlock/redlock/internal/transport"
 	"sync"
 	"time"
 
@@ -27,8 +28,8 @@ type Client struct {
 	wake    wakeHub            // releases announced by other processes, for the waiters (wakehub.go)
 	renewer renewer            // the renewals of every Do of this client (renew.go)
 	bg      sync.WaitGroup     // calls in flight and the background work they started
-	senders sync.WaitGroup     // the transport's sender goroutines (transport.go)
-	// stopSenders is closed by Close once every call is final: the idle senders end.
+	// stopSenders is closed by Close once every call is final: the transport's idle
+	// senders end.
 	stopSenders chan struct{}
 	pending     pendingReleases // releases not yet final on every node (pending.go)
 }
@@ -68,7 +69,10 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	c := &Client{nodes: ns, quorum: q, cfg: cfg, id: newHolderID(), closeDone: make(chan struct{}),
 		stopSenders: make(chan struct{}), held: map[*Lock]struct{}{}}
 	for i := range c.nodes {
-		c.nodes[i].q = newNodeQueue(c, i, c.nodes[i].client)
+		c.nodes[i].q = transport.New(c.nodes[i].client, transport.Config{
+			Timeout: cfg.nodeTimeout, Concurrency: cfg.nodeConcurrency, StampWrites: cfg.observer != nil,
+			Work: &c.bg, Stop: c.stopSenders,
+		})
 	}
 	c.renewer.c = c
 	c.wake.c, c.wake.linger, c.wake.turnLinger, c.wake.pubsubLinger = c, wakeLinger, turnLinger, pubsubLinger
@@ -127,7 +131,9 @@ func (c *Client) Close() error {
 	wg.Wait()
 	c.bg.Wait()
 	close(c.stopSenders)
-	c.senders.Wait()
+	for i := range c.nodes {
+		c.nodes[i].q.Wait()
+	}
 	close(c.closeDone)
 	return nil
 }

@@ -71,40 +71,6 @@ var errCounterAhead = errors.New("fence counter already above the chosen token")
 // errValidityExpired is the cause when a quorum came too late to leave positive validity.
 var errValidityExpired = errors.New("validity time used up before a quorum agreed")
 
-// errNodeTimeout is a node's error when it did not answer within the node timeout.
-var errNodeTimeout = errors.New("no reply within the node timeout")
-
-// nodeDownError is errNodeTimeout or errNodeStalled with what the node's connection last
-// failed with (a refused dial, a refused AUTH), when it failed without the node answering:
-// a timeout alone would hide that the node refuses connections.
-type nodeDownError struct {
-	base, last error // last may be nil
-}
-
-func (e nodeDownError) Error() string {
-	if e.last == nil {
-		return e.base.Error()
-	}
-	return e.base.Error() + " (the connection's last error: " + e.last.Error() + ")"
-}
-
-// Unwrap returns the sentinel and the connection's error, for errors.Is and errors.As.
-func (e nodeDownError) Unwrap() []error {
-	if e.last == nil {
-		return []error{e.base}
-	}
-	return []error{e.base, e.last}
-}
-
-// errNodeStalled is a node's error when a call was not sent because every call in flight
-// to that node was already past the node timeout.
-var errNodeStalled = errors.New("not sent: the node is not answering (every call in flight is past the node timeout)")
-
-// errNodeRefusing is a node's error when a call was not sent because the node refused its
-// last connection's authentication (connRefused) and the pause before the next try has not
-// passed.
-var errNodeRefusing = errors.New("not sent: the node refused the last connection's authentication (it is tried again after a pause)")
-
 // errAcquireNotSent is a node's entry in a release when the lock's acquire call to that
 // node was still queued: it was cancelled, so the key was never set there.
 var errAcquireNotSent = errors.New("the acquire was never sent to this node (cancelled by the release)")

@@ -2,11 +2,12 @@ package redlock
 
 import (
 	"context"
+	"github.com/quorumlock/redlock/internal/transport"
 	"sync"
 )
 
 // The fan-outs. Every command to a node goes through that node's queue in the transport
-// (transport.go: sendTo, sendAfterTo), which reports each call's first outcome, within the
+// (internal/transport, through sendTo and sendAfterTo), which reports each call's first outcome, within the
 // node timeout, to the call's sink; no operation spawns a goroutine per node or keeps a
 // timer per node. What differs per operation is only the sink that decides: quorumOp below
 // (extend, release: done at a quorum), askAll (Status and New's run_id check: every node's
@@ -27,9 +28,9 @@ type quorumOp struct {
 	obs Observer        // nil without one
 
 	// Set before start.
-	after   []*call  // per node: the call this op's call goes out after (may be nil)
-	cmd     *command // sent to every node
-	release bool     // a release: see start
+	after   []*transport.Call // per node: the call this op's call goes out after (may be nil)
+	cmd     *command          // sent to every node
+	release bool              // a release: see start
 	rel     *pendingRelease
 	// heal, if not nil, is given the nodes that answered that our keys are not there, once
 	// the op has succeeded (an extend: heal.go); later answers of that kind come one by one.
@@ -66,33 +67,33 @@ func (o *quorumOp) start() {
 		defer o.c.pending.end(o.rel)
 	}
 	for i := range o.c.nodes {
-		var prev *call
+		var prev *transport.Call
 		if o.after != nil {
 			prev = o.after[i]
 		}
 		// Never written to this node: still queued (cancelled now), or dropped before (the
 		// node was stalled, or the attempt failed). Our key is not there and never will be.
-		if o.release && prev != nil && (prev.cancel() || prev.state.Load() == callCancelled) {
-			o.deliver(event{node: i, out: notSent, err: errAcquireNotSent})
+		if o.release && prev != nil && (prev.Cancel() || prev.Cancelled()) {
+			o.Deliver(transport.Event{Node: i, Out: transport.NotSent, Err: errAcquireNotSent})
 			continue
 		}
 		cl := o.cmd.newCall(0, o)
 		if o.release {
-			cl.keep = true                // a release is never dropped
+			cl.Keep = true                // a release is never dropped
 			o.c.pending.add(o.rel, i, cl) // the next acquire of the keys goes after it
 		}
 		o.c.sendAfterTo(i, prev, cl)
 	}
 }
 
-func (o *quorumOp) deliver(ev event) {
-	if ev.out == late {
+func (o *quorumOp) Deliver(ev transport.Event) {
+	if ev.Out == transport.Late {
 		return // counted already as a timeout
 	}
-	i := ev.node
-	ok := ev.val == 1 || (o.release && ev.val == 2) // release.lua: 2 is 1 with our waiter first in the queue
-	notOurs := ev.out == replied && ev.err == nil && !ok
-	if ev.err == nil && ev.val == 2 && o.turn != nil {
+	i := ev.Node
+	ok := ev.Val == 1 || (o.release && ev.Val == 2) // release.lua: 2 is 1 with our waiter first in the queue
+	notOurs := ev.Out == transport.Replied && ev.Err == nil && !ok
+	if ev.Err == nil && ev.Val == 2 && o.turn != nil {
 		o.turn(i)
 	}
 	o.mu.Lock()
@@ -102,7 +103,7 @@ func (o *quorumOp) deliver(ev event) {
 	}
 	o.answered[i] = true
 	if o.obs != nil {
-		o.c.observeNode(o.obs, o.ctx, OpKind(o.op), ev, ev.err == nil && ok)
+		o.c.observeNode(o.obs, o.ctx, OpKind(o.op), ev, ev.Err == nil && ok)
 	}
 	if o.decided {
 		healNow := o.ok && notOurs && o.heal != nil
@@ -113,9 +114,9 @@ func (o *quorumOp) deliver(ev event) {
 		return
 	}
 	switch {
-	case ev.err != nil:
-		o.nodeErrs[i] = o.c.nodeErr(i, ev.err)
-		o.c.cfg.logger.Debug("redlock: node failed", "op", o.op, "key", o.set.logKey(), "node", i, "err", ev.err)
+	case ev.Err != nil:
+		o.nodeErrs[i] = o.c.nodeErr(i, ev.Err)
+		o.c.cfg.logger.Debug("redlock: node failed", "op", o.op, "key", o.set.logKey(), "node", i, "err", ev.Err)
 		o.refused++
 	case ok:
 		o.agreed++
@@ -197,16 +198,16 @@ func (c *Client) runQuorumOp(ctx context.Context, o *quorumOp, then func(error) 
 // askAll sends cmd to every node and hands each node's first outcome (an answer, a timeout
 // or "not sent") to each, on the calling goroutine, until every node has one or ctx ends, when
 // it returns ctx.Err(). For reads that want every node's view (Status, New's run_id check).
-func (cl *Client) askAll(ctx context.Context, cmd *command, each func(event)) error {
+func (cl *Client) askAll(ctx context.Context, cmd *command, each func(transport.Event)) error {
 	n := len(cl.nodes)
-	replies := make(chan event, 2*n) // a timeout and a late reply per node at most
+	replies := make(chan transport.Event, 2*n) // a timeout and a late reply per node at most
 	for i := range cl.nodes {
 		cl.sendTo(i, cmd.newCall(0, chanSink(replies)))
 	}
 	for got := 0; got < n; {
 		select {
 		case ev := <-replies:
-			if ev.out == late {
+			if ev.Out == transport.Late {
 				continue // reported as a timeout already
 			}
 			got++
@@ -217,3 +218,20 @@ func (cl *Client) askAll(ctx context.Context, cmd *command, each func(event)) er
 	}
 	return nil
 }
+
+// sendTo enqueues c on node i.
+func (cl *Client) sendTo(i int, c *transport.Call) {
+	c.Node = i
+	cl.nodes[i].q.Send(c)
+}
+
+// sendAfterTo enqueues c on node i once prev (a call to the same node, or nil) is final.
+func (cl *Client) sendAfterTo(i int, prev, c *transport.Call) {
+	c.Node = i
+	cl.nodes[i].q.SendAfter(prev, c)
+}
+
+// chanSink delivers events into a channel that has room for all of them.
+type chanSink chan transport.Event
+
+func (s chanSink) Deliver(ev transport.Event) { s <- ev }

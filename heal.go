@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"github.com/quorumlock/redlock/internal/transport"
 	"time"
 )
 
@@ -46,20 +47,20 @@ type healLog struct {
 	ctx context.Context
 }
 
-func (h healLog) deliver(ev event) {
-	if o := h.l.c.cfg.observer; o != nil && firstOutcome(ev) {
-		h.l.c.observeNode(o, h.ctx, OpHeal, ev, ev.err == nil && ev.val == 1)
+func (h healLog) Deliver(ev transport.Event) {
+	if o := h.l.c.cfg.observer; o != nil && transport.FirstOutcome(ev) {
+		h.l.c.observeNode(o, h.ctx, OpHeal, ev, ev.Err == nil && ev.Val == 1)
 	}
-	if !ev.final() {
+	if !ev.Final() {
 		return
 	}
 	log := h.l.c.cfg.logger
 	switch {
-	case ev.err != nil:
-		log.Debug("redlock: heal did not reach the node", "key", h.l.set.logKey(), "node", ev.node, "err", ev.err)
-	case ev.val == 1:
-		log.Debug("redlock: node healed", "key", h.l.set.logKey(), "node", ev.node)
+	case ev.Err != nil:
+		log.Debug("redlock: heal did not reach the node", "key", h.l.set.logKey(), "node", ev.Node, "err", ev.Err)
+	case ev.Val == 1:
+		log.Debug("redlock: node healed", "key", h.l.set.logKey(), "node", ev.Node)
 	default:
-		log.Debug("redlock: node not healed: another holder has the key there", "key", h.l.set.logKey(), "node", ev.node)
+		log.Debug("redlock: node not healed: another holder has the key there", "key", h.l.set.logKey(), "node", ev.Node)
 	}
 }

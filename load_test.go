@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/internal/transport"
 	"net"
 	"runtime"
 	"sync"
@@ -361,10 +362,7 @@ func TestStalledNodeFailsFast(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 	testutil.WaitFor(t, 10*time.Second, "node 4's queue to stall", func() bool {
-		q := c.nodes[4].q
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.stalled()
+		return c.nodes[4].q.Stalled()
 	})
 	// Every later call to the stalled node is refused at once.
 	for i := 1; i <= 20; i++ {
@@ -382,7 +380,7 @@ func TestStalledNodeFailsFast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(st.Nodes[4].Err, errNodeStalled) {
+	if !errors.Is(st.Nodes[4].Err, transport.ErrStalled) {
 		t.Fatalf("status of the stalled node: %v", st.Nodes[4].Err)
 	}
 	h.close()
@@ -605,10 +603,7 @@ func TestReleaseSkipsNodesNeverWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.WaitFor(t, 10*time.Second, "node 0's queue to stall", func() bool {
-		q := c.nodes[0].q
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return q.stalled()
+		return c.nodes[0].q.Stalled()
 	})
 	for i := range 50 {
 		l2, err := c.TryAcquire(ctx, fmt.Sprintf("skip:%d", i+1), time.Minute)
@@ -619,11 +614,7 @@ func TestReleaseSkipsNodesNeverWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	q := c.nodes[0].q
-	q.mu.Lock()
-	queued := len(q.queue)
-	q.mu.Unlock()
-	if queued != 0 {
+	if queued := c.nodes[0].q.Queued(); queued != 0 {
 		t.Fatalf("%d calls queued for the stalled node after 50 acquire+release", queued)
 	}
 	proxies[0].SetBlackhole(false)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/internal/transport"
 	"slices"
 	"sync"
 	"time"
@@ -28,7 +29,7 @@ type Lock struct {
 	// last holds, per node, the last call that may have set our keys there: the acquire,
 	// then the heals (heal.go). Extends and releases go out after it, so that they cannot
 	// overtake it.
-	last      []*call
+	last      []*transport.Call
 	until     time.Time
 	released  bool          // a Release (or Close) succeeded
 	byClose   bool          // that release was Close's
@@ -133,7 +134,7 @@ func (l *Lock) extendOp(ctx context.Context, ttl time.Duration, done func(error)
 }
 
 // lastCalls returns a copy of last.
-func (l *Lock) lastCalls() []*call {
+func (l *Lock) lastCalls() []*transport.Call {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.last)

@@ -105,8 +105,8 @@ func (c *Client) multiArgs(ctx context.Context, keys []string, ttl time.Duration
 }
 
 func (c *Client) hasClusterNode() bool {
-	for _, n := range c.nodes {
-		if _, ok := n.client.(*redis.ClusterClient); ok {
+	for i := range c.nodes {
+		if _, ok := c.nodes[i].client.(*redis.ClusterClient); ok {
 			return true
 		}
 	}

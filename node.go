@@ -2,9 +2,11 @@ package redlock
 
 import (
 	"context"
+	"github.com/quorumlock/redlock/internal/transport"
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,8 +15,10 @@ import (
 // node is one independent Redis server (or cluster) taking part in the quorum.
 type node struct {
 	client redis.UniversalClient
-	addr   string     // for errors and logs; "" when the client type does not expose one
-	q      *nodeQueue // every command to this node goes through it (transport.go)
+	addr   string           // for errors and logs; "" when the client type does not expose one
+	q      *transport.Queue // every command to this node goes through it (internal/transport)
+	// undoFailing: the last undo sent to the node failed (undoLog logs the changes).
+	undoFailing atomic.Bool
 }
 
 // nodeAddr returns a printable address of a go-redis client, for the client types that
@@ -91,9 +95,9 @@ func (c *Client) checkDistinct() error {
 	defer cancel()
 	ids := make([]string, n)
 	roles := make([]string, n)
-	_ = c.askAll(ctx, &command{args: []any{"info"}, kind: replyString}, func(ev event) {
-		if ev.err == nil {
-			ids[ev.node], roles[ev.node] = infoField(ev.str, "run_id"), infoField(ev.str, "role")
+	_ = c.askAll(ctx, &command{args: []any{"info"}, kind: transport.ReplyString}, func(ev transport.Event) {
+		if ev.Err == nil {
+			ids[ev.Node], roles[ev.Node] = infoField(ev.Str, "run_id"), infoField(ev.Str, "role")
 		}
 	}) // a node that has not answered by the deadline is not checked
 	seen := make(map[string]int, n)

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"github.com/quorumlock/redlock/internal/transport"
 	"time"
 )
 
@@ -192,14 +193,14 @@ func (c *Client) startOp(ctx context.Context, op Op) (context.Context, func(End)
 func nopEnd(End) {}
 
 // nodeCallOutcome classifies one node's first event for a NodeCall.
-func nodeCallOutcome(ev event, agreed bool) (Outcome, error) {
+func nodeCallOutcome(ev transport.Event, agreed bool) (Outcome, error) {
 	switch {
-	case ev.out == notSent:
-		return OutcomeNotSent, ev.err
-	case ev.out == timedOut:
-		return OutcomeTimeout, ev.err
-	case ev.err != nil:
-		return OutcomeError, ev.err
+	case ev.Out == transport.NotSent:
+		return OutcomeNotSent, ev.Err
+	case ev.Out == transport.TimedOut:
+		return OutcomeTimeout, ev.Err
+	case ev.Err != nil:
+		return OutcomeError, ev.Err
 	case agreed:
 		return OutcomeOK, nil
 	}
@@ -207,14 +208,14 @@ func nodeCallOutcome(ev event, agreed bool) (Outcome, error) {
 }
 
 // observeNode reports one node call's first outcome to o (not nil).
-func (c *Client) observeNode(o Observer, ctx context.Context, op OpKind, ev event, agreed bool) {
+func (c *Client) observeNode(o Observer, ctx context.Context, op OpKind, ev transport.Event, agreed bool) {
 	out, err := nodeCallOutcome(ev, agreed)
-	n := NodeCall{Op: op, Node: ev.node, Addr: c.nodes[ev.node].addr, Command: "EVALSHA", Outcome: out, Err: err}
-	if ev.call != nil {
-		if ev.call.script == nil {
+	n := NodeCall{Op: op, Node: ev.Node, Addr: c.nodes[ev.Node].addr, Command: "EVALSHA", Outcome: out, Err: err}
+	if ev.Call != nil {
+		if ev.Call.Src == "" {
 			n.Command = "SET"
 		}
-		if w := ev.call.written.Load(); w != 0 && out != OutcomeNotSent {
+		if w := ev.Call.Written(); w != 0 && out != OutcomeNotSent {
 			n.Duration = time.Duration(time.Now().UnixNano() - w)
 		}
 	}

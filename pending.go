@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"github.com/quorumlock/redlock/internal/transport"
 	"hash/maphash"
 	"sync"
 )
@@ -14,7 +15,7 @@ import (
 // first (even in the same pipeline, ahead of the release), find the old key still there and
 // count the node as refused: an attempt that fails, or needs a retry pause, right after the
 // client itself released the lock. With it, the acquire call to that node is queued after the
-// release call (transport.go, sendAfter), which costs the acquire at most that release's
+// release call (internal/transport, SendAfter), which costs the acquire at most that release's
 // round trip on that node. Only liveness depends on this; the safety argument does not use it.
 type pendingReleases struct {
 	shards [pendingShards]pendingShard // by key, so that thousands of releases do not share a mutex
@@ -35,9 +36,10 @@ func (p *pendingReleases) shard(key string) *pendingShard {
 
 // pendingRelease is one release's calls, one per node (nil where none was sent).
 type pendingRelease struct {
+	set   *pendingReleases
 	keys  []string
 	mu    sync.Mutex
-	calls []*call
+	calls []*transport.Call
 	left  int // calls not yet final, plus one while the release is being sent
 	// prev holds, per key, the release of that key that this one replaced in the map. A
 	// release sends nothing to a node where its acquire was never written, yet an older
@@ -58,7 +60,7 @@ func (pr *pendingRelease) prevFor(key string) *pendingRelease {
 
 // begin registers a release of keys about to be sent to n nodes; add each call, then end.
 func (p *pendingReleases) begin(keys []string, n int) *pendingRelease {
-	pr := &pendingRelease{keys: keys, calls: make([]*call, n), left: 1}
+	pr := &pendingRelease{set: p, keys: keys, calls: make([]*transport.Call, n), left: 1}
 	if len(keys) == 1 {
 		pr.prev = pr.one[:]
 	} else {
@@ -78,15 +80,18 @@ func (p *pendingReleases) begin(keys []string, n int) *pendingRelease {
 }
 
 // add records the release's call to node i, before it is sent.
-func (p *pendingReleases) add(pr *pendingRelease, i int, c *call) {
+func (p *pendingReleases) add(pr *pendingRelease, i int, c *transport.Call) {
 	pr.mu.Lock()
 	pr.calls[i] = c
 	pr.left++
 	pr.mu.Unlock()
-	c.rel = pr
+	c.OnFinal = pr
 }
 
-// end marks the release as sent; done marks one of its calls final (transport.go, finish).
+// Finished is told by the transport that one of the release's calls is final.
+func (pr *pendingRelease) Finished() { pr.set.done(pr) }
+
+// end marks the release as sent; done marks one of its calls final (its calls' OnFinal).
 // When nothing of it is left, the map falls back, per key, to the newest older release that
 // is still on its way, or forgets the key.
 func (p *pendingReleases) end(pr *pendingRelease) { p.done(pr) }
@@ -131,19 +136,19 @@ func live(pr *pendingRelease, key string) *pendingRelease {
 // older release of the key still on its way. For several keys with different pending
 // releases it takes, per node, the one of the last key that has one: the order is kept for
 // the common case, and anything else only costs an attempt.
-func (p *pendingReleases) after(keys []string) []*call {
-	var out []*call
+func (p *pendingReleases) after(keys []string) []*transport.Call {
+	var out []*transport.Call
 	for _, k := range keys {
 		sh := p.shard(k)
 		sh.mu.Lock()
 		pr := sh.m[k]
 		sh.mu.Unlock()
-		var found []*call
+		var found []*transport.Call
 		for ; pr != nil; pr = pr.prevFor(k) {
 			pr.mu.Lock()
 			if pr.left > 0 {
 				if found == nil {
-					found = make([]*call, len(pr.calls))
+					found = make([]*transport.Call, len(pr.calls))
 				}
 				for i, c := range pr.calls {
 					if found[i] == nil && c != nil {

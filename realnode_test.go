@@ -488,24 +488,6 @@ func TestRealReplicaRefused(t *testing.T) {
 	c.Close()
 }
 
-// TestPipelineConnectErrorReachesEveryCall: when go-redis cannot connect for a pipeline (here
-// its AUTH is refused), every call of the batch gets that error, not an empty reply: before,
-// Status showed "unexpected type=<nil> for Slice" for a node with a wrong password.
-func TestPipelineConnectErrorReachesEveryCall(t *testing.T) {
-	cluster := redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: []string{"--user", "lock", "on", ">right", "~*", "&*", "+@all"}})
-	rc := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0], Username: "lock", Password: "wrong", MaxRetries: -1})
-	t.Cleanup(func() { rc.Close() })
-	q := &nodeQueue{rc: rc}
-	set, _ := newLockKeys("k")
-	calls := []*call{newStatusCommand(set, SlotCounters).newCall(0, nil), newStatusCommand(set, SlotCounters).newCall(0, nil)}
-	for i, cmd := range q.write(ctxT(t, 10*time.Second), calls, nil) {
-		ev := decode(replySlice, cmd)
-		if ev.err == nil || !strings.Contains(ev.err.Error(), "WRONGPASS") {
-			t.Fatalf("call %d of the batch: %v, want the WRONGPASS of the refused AUTH", i, ev.err)
-		}
-	}
-}
-
 // TestRealRefusingNodeBacksOff: a node that refuses this client's authentication gets a dial
 // per pause (50 ms doubling to 1 s), not one per attempt, while the lock keeps working on the
 // other nodes. Two ways to be refused: a wrong password (WRONGPASS in go-redis's handshake),

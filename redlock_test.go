@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/quorumlock/redlock/internal/transport"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -475,10 +476,10 @@ func TestNodeTimeoutBoundsHungMajority(t *testing.T) {
 	start := time.Now()
 	_, err = c.TryAcquire(ctxT(t, time.Minute), testKey, time.Minute)
 	elapsed := time.Since(start)
-	if !errors.Is(err, ErrNotAcquired) || !(errors.Is(err, errNodeTimeout) || errors.Is(err, errNodeStalled)) {
+	if !errors.Is(err, ErrNotAcquired) || !(errors.Is(err, transport.ErrTimeout) || errors.Is(err, transport.ErrStalled)) {
 		t.Fatalf("got %v, want ErrNotAcquired with per-node timeouts or stalled nodes", err)
 	}
-	if elapsed < 200*time.Millisecond && !errors.Is(err, errNodeStalled) || elapsed > 2500*time.Millisecond {
+	if elapsed < 200*time.Millisecond && !errors.Is(err, transport.ErrStalled) || elapsed > 2500*time.Millisecond {
 		t.Fatalf("acquire gave up after %v; the node timeout is 200ms, the read timeout 3s", elapsed)
 	}
 	for _, h := range hung {

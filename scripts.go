@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	_ "embed"
+	"github.com/quorumlock/redlock/internal/transport"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -66,7 +67,7 @@ func newAcquireCommand(set lockKeys, a acquireArgs) *command {
 		return newScriptCall(acquireScript, set.triples(a.layout), a.id, a.px, a.seed, a.idleMillis, slot)
 	}
 	cmd := newScriptCall(acquireMultiScript, set.triples(a.layout), a.id, a.px, a.seed, a.idleMillis, argFlag(a.fenced), slot)
-	cmd.kind = replySlice
+	cmd.kind = transport.ReplySlice
 	return cmd
 }
 
@@ -221,7 +222,7 @@ var (
 
 func newStatusCommand(set lockKeys, l CounterLayout) *command {
 	cmd := newScriptCall(statusScript, set.triples(l))
-	cmd.kind = replySlice
+	cmd.kind = transport.ReplySlice
 	return cmd
 }
 
@@ -279,9 +280,9 @@ func (s *lua) Load(ctx context.Context, c redis.Scripter) *redis.StringCmd {
 type command struct {
 	args   []any
 	script *lua // non-nil for a script: "evalsha", sha1, numkeys, keys..., argv...
-	kind   replyKind
+	kind   transport.ReplyKind
 	// patience, when longer than the node's timeout, is how long its calls wait for a reply
-	// (transport.go, batchTimeout): an acquire or raise waits up to a twentieth of its TTL
+	// (internal/transport, batchTimeout): an acquire or raise waits up to a twentieth of its TTL
 	// (patienceFor), as redsync does, so that a burst that makes every node slow for a
 	// moment does not turn into timeouts, undos and retries.
 	patience time.Duration
@@ -300,7 +301,7 @@ func newScriptCall(s *lua, keys []string, argv ...any) *command {
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	return &command{args: append(args, argv...), script: s, kind: replyInt}
+	return &command{args: append(args, argv...), script: s, kind: transport.ReplyInt}
 }
 
 // newSetNXCall is the acquire without fencing: SET key id NX PX ttl. It reports 1 when the
@@ -309,18 +310,21 @@ func newScriptCall(s *lua, keys []string, argv ...any) *command {
 // (a SET that go-redis resent after losing the reply) from another holder's, so a refusal
 // may be ours when the attempt is undone.
 func newSetNXCall(key, id string, ttlMillis int64) *command {
-	return &command{args: []any{"set", key, id, "px", ttlMillis, "nx"}, kind: replySetNX}
+	return &command{args: []any{"set", key, id, "px", ttlMillis, "nx"}, kind: transport.ReplySetNX}
 }
 
 // newCall makes a per-node call of the command for the transport.
-func (cmd *command) newCall(tag uint8, s sink) *call {
-	return &call{args: cmd.args, script: cmd.script, kind: cmd.kind, tag: tag, sink: s, patience: cmd.patience}
+func (cmd *command) newCall(tag uint8, s transport.Sink) *transport.Call {
+	c := &transport.Call{Args: cmd.args, Kind: cmd.kind, Tag: tag, Sink: s, Patience: cmd.patience}
+	if cmd.script != nil {
+		c.Src = cmd.script.src
+	}
+	return c
 }
 
 // run sends the command to one node directly, outside the transport, and returns its
 // integer reply (for tests and tools).
 func (cmd *command) run(ctx context.Context, rc redis.UniversalClient) (int64, error) {
-	q := &nodeQueue{rc: rc}
-	ev := decode(cmd.kind, q.write(ctx, []*call{cmd.newCall(0, nil)}, nil)[0])
-	return ev.val, ev.err
+	ev := transport.Do(ctx, rc, cmd.newCall(0, nil))
+	return ev.Val, ev.Err
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"github.com/quorumlock/redlock/internal/transport"
 	"slices"
 	"strconv"
 	"time"
@@ -76,7 +77,7 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 	n := len(c.nodes)
 	cmd := newStatusCommand(set, KeyCounters) // the reply lists the per-key counter first
 	st := &Status{Key: key, Quorum: c.quorum, Nodes: make([]NodeStatus, n)}
-	err = c.askAll(ctx, cmd, func(ev event) { st.Nodes[ev.node] = c.nodeStatus(ev.node, ev.slice, ev.err) })
+	err = c.askAll(ctx, cmd, func(ev transport.Event) { st.Nodes[ev.Node] = c.nodeStatus(ev.Node, ev.Slice, ev.Err) })
 	if err != nil {
 		return nil, fmt.Errorf("redlock: status %q: %w", quoteKey(key), err)
 	}

@@ -392,8 +392,8 @@ func (h *wakeHub) startLocked() {
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	h.turnCh = turnChannel(h.c.id)
 	h.gen, h.idleSince = g, time.Time{}
-	for i, nd := range h.c.nodes {
-		n := &wakeNode{h: h, g: g, i: i, ps: nd.client.Subscribe(g.ctx), dirty: make(chan struct{}, 1)}
+	for i := range h.c.nodes {
+		n := &wakeNode{h: h, g: g, i: i, ps: h.c.nodes[i].client.Subscribe(g.ctx), dirty: make(chan struct{}, 1)}
 		g.nodes[i] = n
 		h.wg.Add(2)
 		go n.sync()

@@ -1,4 +1,9 @@
-package redlock
+// Package transport is the per-node queue through which every command to a Redis node
+// goes. It knows nothing of locks: a Call carries its arguments, the script source to resend
+// on NOSCRIPT, how to decode its reply, whether it may be dropped before it is written, the
+// owner's tag and sink, and a hook to run once its fate is known. A Queue writes the calls
+// that are ready as one pipeline and reports each call's outcome as Events.
+package transport
 
 import (
 	"context"
@@ -11,58 +16,58 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The per-node transport. Every command the library sends (acquire, raise, extend,
-// release, undo, status) goes through the queue of its node. A bounded number of senders
-// per node ([WithNodeConcurrency]) take what is queued and write it as one go-redis
+// Every command the library sends (acquire, raise, extend, release, undo, status) goes
+// through the queue of its node. A bounded number of senders per node (Config.Concurrency)
+// take what is queued and write it as one go-redis
 // pipeline: one write and one read for all the calls that were ready at that moment, on one
 // pooled connection. Under load the batches grow instead of the number of connections and
 // round trips, and a call that waits in the queue is not yet timing out: the node timeout
 // starts when its batch is written. docs/design.md §3.7 gives the rules and why they keep
 // the safety argument.
 
-// outcome is what the transport reports about one call.
-type outcome uint8
+// Outcome is what the transport reports about one call.
+type Outcome uint8
 
 const (
-	// replied: the node answered (val or err) within the node timeout. Final.
-	replied outcome = iota
-	// timedOut: the batch was written but the node did not answer within the node timeout.
+	// Replied: the node answered (val or err) within the node timeout. Final.
+	Replied Outcome = iota
+	// TimedOut: the batch was written but the node did not answer within the node timeout.
 	// The command may still be applied; a late event follows when its real fate is known.
-	timedOut
-	// late: the answer to a call that had timed out. Final.
-	late
-	// notSent: the call was dropped before it was written, so it changed nothing on the
+	TimedOut
+	// Late: the answer to a call that had timed out. Final.
+	Late
+	// NotSent: the call was dropped before it was written, so it changed nothing on the
 	// node. Final.
-	notSent
+	NotSent
 )
 
-// event is one report about one call, delivered to the call's sink.
-type event struct {
-	call  *call
-	node  int
-	tag   uint8 // the owner's label (acquire or raise)
-	out   outcome
-	val   int64  // the integer reply (replyInt, replySetNX)
-	slice []any  // the array reply (replySlice)
-	str   string // the string reply (replyString)
-	err   error
+// Event is one report about one call, delivered to the call's sink.
+type Event struct {
+	Call  *Call
+	Node  int
+	Tag   uint8 // the owner's label (acquire or raise)
+	Out   Outcome
+	Val   int64  // the integer reply (replyInt, replySetNX)
+	Slice []any  // the array reply (replySlice)
+	Str   string // the string reply (replyString)
+	Err   error
 }
 
-// final reports whether nothing more will be reported about this call.
-func (e *event) final() bool { return e.out != timedOut }
+// Final reports whether nothing more will be reported about this call.
+func (e *Event) Final() bool { return e.Out != TimedOut }
 
-// sink receives the events of the calls it owns. deliver runs on a transport goroutine (or
+// Sink receives the events of the calls it owns. deliver runs on a transport goroutine (or
 // on the enqueuing goroutine for a call refused at once) and must not block.
-type sink interface{ deliver(ev event) }
+type Sink interface{ Deliver(ev Event) }
 
-// replyKind tells the sender how to decode a reply.
-type replyKind uint8
+// ReplyKind tells the sender how to decode a reply.
+type ReplyKind uint8
 
 const (
-	replyInt    replyKind = iota // an integer reply (the scripts)
-	replySetNX                   // SET NX: OK is 1, nil is 0
-	replySlice                   // an array reply (status.lua)
-	replyString                  // a bulk string reply (INFO)
+	ReplyInt    ReplyKind = iota // an integer reply (the scripts)
+	ReplySetNX                   // SET NX: OK is 1, nil is 0
+	ReplySlice                   // an array reply (status.lua)
+	ReplyString                  // a bulk string reply (INFO)
 )
 
 // Call states. Only the queued → sent and queued → cancelled moves race, and both are
@@ -75,42 +80,59 @@ const (
 	callDone
 )
 
-// call is one command for one node.
-type call struct {
-	args   []any // may be shared, read-only, by the calls of one fan-out
-	script *lua  // non-nil for EVALSHA: resent as EVAL on NOSCRIPT
-	kind   replyKind
-	keep   bool // never dropped before it is written (releases and undos)
-	// patience: how long the call may wait for its reply when that is longer than the
-	// node's timeout (command.patience); 0 for the node's timeout.
-	patience time.Duration
-	node     int
-	tag      uint8
-	sink     sink // nil: nobody listens
+// Call is one command for one node.
+type Call struct {
+	Args   []any // may be shared, read-only, by the calls of one fan-out
+	// Src is the source of the script that Args run with EVALSHA ("evalsha", sha1,
+	// numkeys, ...): a node that answers NOSCRIPT gets the call again as EVAL Src with the
+	// same keys and arguments. Empty for other commands.
+	Src string
+	Kind   ReplyKind
+	Keep   bool // never dropped before it is written (releases and undos)
+	// Patience: how long the call may wait for its reply when that is longer than the
+	// node's timeout (command.Patience); 0 for the node's timeout.
+	Patience time.Duration
+	Node     int
+	Tag      uint8
+	Sink     Sink // nil: nobody listens
 	state    atomic.Uint32
 
 	mu    sync.Mutex
 	final bool    // its real fate is known: answered, or never written
-	next  []*call // to enqueue once final (per-node ordering after this call)
+	next  []*Call // to enqueue once final (per-node ordering after this call)
 
 	overdue atomic.Bool     // a timeout was reported before it was written (waiting behind a call)
-	written atomic.Int64    // when its batch was written, in Unix ns; set only for an Observer
-	rel     *pendingRelease // a release or undo: its entry in the client's pendingReleases
+	written atomic.Int64 // when its batch was written, in Unix ns; set only with Config.StampWrites
+
+	// OnFinal, when set, is told once that the call is final: answered, or never written
+	// (a release's entry in its owner's bookkeeping of releases on their way).
+	OnFinal Hook
 }
 
-// cancel drops the call if it has not been written yet. It reports whether it did; the
-// caller then knows the call changed nothing and will get no event for it.
-func (c *call) cancel() bool { return c.state.CompareAndSwap(callQueued, callCancelled) }
+// Hook is told when a call is final. Finished runs on a transport goroutine (or on the
+// enqueuing goroutine for a call refused at once) and must not block.
+type Hook interface{ Finished() }
 
-// nodeQueue is the transport of one node.
-type nodeQueue struct {
-	cl   *Client
-	node int
-	rc   redis.UniversalClient
-	wake chan struct{} // work for an idle sender; buffered
+// Written is when the call's batch was written, in Unix nanoseconds, or 0 when it was not
+// (yet), or when the queue does not stamp writes (Config.StampWrites).
+func (c *Call) Written() int64 { return c.written.Load() }
+
+// Cancelled reports whether the call was dropped before it was written.
+func (c *Call) Cancelled() bool { return c.state.Load() == callCancelled }
+
+// Cancel drops the call if it has not been written yet. It reports whether it did; the
+// caller then knows the call changed nothing and will get no event for it.
+func (c *Call) Cancel() bool { return c.state.CompareAndSwap(callQueued, callCancelled) }
+
+// Queue is the transport of one node.
+type Queue struct {
+	cfg     Config
+	rc      redis.UniversalClient
+	wake    chan struct{}  // work for an idle sender; buffered
+	senders sync.WaitGroup // the sender goroutines
 
 	mu       sync.Mutex
-	queue    []*call
+	queue    []*Call
 	active   int       // senders running, idle ones included
 	idle     int       // senders waiting for work
 	overdue  int       // batches in flight past the node timeout
@@ -122,7 +144,6 @@ type nodeQueue struct {
 	// call of every process.
 	downUntil   time.Time
 	downFor     time.Duration
-	undoFailing atomic.Bool // the last undo sent to the node failed (undoLog logs the changes)
 
 	// The node's round trips as this process sees them (write to reply of a batch the node
 	// answered), smoothed as TCP smooths its RTT (RFC 6298): srtt the mean, rttvar the mean
@@ -139,7 +160,7 @@ const (
 )
 
 // sampleRTT adds one round trip of a batch the node answered. Called with q.mu held.
-func (q *nodeQueue) sampleRTT(r time.Duration) {
+func (q *Queue) sampleRTT(r time.Duration) {
 	if q.srtt == 0 {
 		q.srtt, q.rttvar = r, r/2
 		return
@@ -158,28 +179,59 @@ func (q *nodeQueue) sampleRTT(r time.Duration) {
 // TCP's retransmission timer follows the RTT; at most half the exec budget. A node that stops
 // answering keeps the timeout its last answers gave it, so it still fails fast. Called with
 // q.mu held.
-func (q *nodeQueue) timeout() time.Duration {
-	return min(max(q.cl.cfg.nodeTimeout, q.srtt+rttK*q.rttvar), q.cl.execBudget()/2)
+func (q *Queue) timeout() time.Duration {
+	return min(max(q.cfg.Timeout, q.srtt+rttK*q.rttvar), q.budget()/2)
 }
 
 // batchTimeout is the timeout of a batch of calls: the node's, or the longest patience among
 // them, at most half the exec budget. Called with q.mu held.
-func (q *nodeQueue) batchTimeout(calls []*call) time.Duration {
+func (q *Queue) batchTimeout(calls []*Call) time.Duration {
 	t := q.timeout()
 	for _, c := range calls {
-		t = max(t, min(c.patience, q.cl.execBudget()/2))
+		t = max(t, min(c.Patience, q.budget()/2))
 	}
 	return t
 }
 
-func newNodeQueue(cl *Client, i int, rc redis.UniversalClient) *nodeQueue {
-	return &nodeQueue{cl: cl, node: i, rc: rc, wake: make(chan struct{}, cl.cfg.nodeConcurrency)}
+// Config is what a Queue needs from its owner.
+type Config struct {
+	// Timeout is the node timeout: how long a written batch waits for its replies before
+	// its calls are reported as timed out (longer for a node that has lately been slower,
+	// see Queue.timeout). Must be positive.
+	Timeout time.Duration
+	// Concurrency is the most senders (pipelines in flight) for the node; at least 1.
+	Concurrency int
+	// StampWrites records when each call was written (Call.Written), for an observer.
+	StampWrites bool
+	// Work counts every call sent until it is final; the owner waits on it before it
+	// closes Stop. Required.
+	Work *sync.WaitGroup
+	// Stop is closed by the owner once every call is final (Work is zero and no more will
+	// be sent): the idle senders end. Required.
+	Stop <-chan struct{}
 }
+
+// New returns the queue of one node. It starts no goroutine until the first call.
+func New(rc redis.UniversalClient, cfg Config) *Queue {
+	cfg.Concurrency = max(cfg.Concurrency, 1)
+	return &Queue{cfg: cfg, rc: rc, wake: make(chan struct{}, cfg.Concurrency)}
+}
+
+// Wait waits for the queue's senders to end: call it after closing Config.Stop.
+func (q *Queue) Wait() { q.senders.Wait() }
+
+// Budget bounds how long one batch may hold a sender for clients that honour context
+// deadlines: long enough for a busy node to answer late (an undo then still lands), short
+// enough that a hung node does not hold a sender for ever. It is four node timeouts, at
+// least a second.
+func Budget(timeout time.Duration) time.Duration { return max(4*timeout, time.Second) }
+
+func (q *Queue) budget() time.Duration { return Budget(q.cfg.Timeout) }
 
 // batch is what one sender writes at once. Each sender keeps one and reuses it.
 type batch struct {
 	mu      sync.Mutex    // held by expire while it reports, so that exec reports after it
-	calls   []*call       // nil between batches; guarded by mu
+	calls   []*Call       // nil between batches; guarded by mu
 	written time.Time     // guarded by mu
 	timeout time.Duration // batchTimeout when it was written; guarded by mu
 	graced  bool          // expire put the timeout off once because its timer ran late; guarded by mu
@@ -271,23 +323,37 @@ func (c *batchCtx) Value(any) any { return nil }
 // work for the node and for the reader.
 const maxBatch = 64
 
-// stalled reports, with q.mu held, that every sender is waiting on a batch that is past the
-// node timeout: the node is not answering, and a new call would only wait behind them.
-func (q *nodeQueue) stalled() bool { return q.overdue > 0 && q.overdue == q.active-q.idle }
-
-// send enqueues c. The call counts as background work of the client until it is final. A
-// call that may be dropped is refused at once (notSent) while the node is stalled.
-func (q *nodeQueue) send(c *call) {
-	q.cl.bg.Add(1)
+// Stalled reports that every sender is waiting on a batch that is past the node timeout: the
+// node is not answering, and a call that may be dropped is refused at once.
+func (q *Queue) Stalled() bool {
 	q.mu.Lock()
-	if !c.keep && (q.stalled() || q.refusing()) {
-		why := errNodeStalled
+	defer q.mu.Unlock()
+	return q.stalled()
+}
+
+// Queued is the number of calls waiting to be written.
+func (q *Queue) Queued() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queue)
+}
+
+// stalled is Stalled with q.mu held.
+func (q *Queue) stalled() bool { return q.overdue > 0 && q.overdue == q.active-q.idle }
+
+// Send enqueues c. The call counts as background work of the client until it is final. A
+// call that may be dropped is refused at once (notSent) while the node is stalled.
+func (q *Queue) Send(c *Call) {
+	q.cfg.Work.Add(1)
+	q.mu.Lock()
+	if !c.Keep && (q.stalled() || q.refusing()) {
+		why := ErrStalled
 		if !q.stalled() {
-			why = errNodeRefusing
+			why = ErrRefusing
 		}
 		q.mu.Unlock()
 		if c.state.CompareAndSwap(callQueued, callCancelled) {
-			q.report(c, event{out: notSent, err: q.downErr(why)})
+			q.report(c, Event{Out: NotSent, Err: q.downErr(why)})
 		} // else the owner cancelled it first
 		q.finish(c)
 		return
@@ -299,25 +365,25 @@ func (q *nodeQueue) send(c *call) {
 		case q.wake <- struct{}{}:
 		default: // enough wake-ups are pending
 		}
-	case q.active < q.cl.cfg.nodeConcurrency:
+	case q.active < q.cfg.Concurrency:
 		q.active++
-		q.cl.senders.Add(1)
+		q.senders.Add(1)
 		go q.run()
 	}
 	q.mu.Unlock()
 }
 
-// sendAfter enqueues c once prev is final, so that c cannot overtake prev on this node.
+// SendAfter enqueues c once prev is final, so that c cannot overtake prev on this node.
 // prev nil means no ordering.
 //
 // While c waits behind a call that has already timed out (the node is not answering it), c
 // is reported as timed out too, so that its owner can decide without it; c itself still goes
 // out, in order, once prev is final.
-func (q *nodeQueue) sendAfter(prev, c *call) {
+func (q *Queue) SendAfter(prev, c *Call) {
 	if prev != nil {
 		prev.mu.Lock()
 		if !prev.final {
-			q.cl.bg.Add(1) // held by c while it waits; released when it is enqueued
+			q.cfg.Work.Add(1) // held by c while it waits; released when it is enqueued
 			prev.next = append(prev.next, c)
 			prev.mu.Unlock()
 			if prev.state.Load() == callTimedOut || prev.overdue.Load() {
@@ -327,21 +393,21 @@ func (q *nodeQueue) sendAfter(prev, c *call) {
 		}
 		prev.mu.Unlock()
 	}
-	q.send(c)
+	q.Send(c)
 }
 
 // reportWaitingTimeout reports, once, that c is timed out while it waits behind a call, and
 // so are the calls waiting behind c.
-func (q *nodeQueue) reportWaitingTimeout(c *call) {
+func (q *Queue) reportWaitingTimeout(c *Call) {
 	if !c.overdue.CompareAndSwap(false, true) {
 		return
 	}
-	q.report(c, event{out: timedOut, err: q.downErr(errNodeTimeout)})
+	q.report(c, Event{Out: TimedOut, Err: q.downErr(ErrTimeout)})
 	q.reportWaiting(c)
 }
 
 // reportWaiting reports the calls waiting behind c as timed out.
-func (q *nodeQueue) reportWaiting(c *call) {
+func (q *Queue) reportWaiting(c *Call) {
 	c.mu.Lock()
 	waiting := slices.Clone(c.next)
 	c.mu.Unlock()
@@ -351,12 +417,12 @@ func (q *nodeQueue) reportWaiting(c *call) {
 }
 
 // run is one sender: it writes batches while there is work, and waits for more when there
-// is none, until the client closes (Client.Close, once every call is final). An idle sender
+// is none, until the owner closes Config.Stop (once every call is final). An idle sender
 // waits on a channel, not a timer: a process that locks a few times a second would
 // otherwise wake for every sender's timer after every batch, which on a machine shared by
 // tens of processes costs more than the batches.
-func (q *nodeQueue) run() {
-	defer q.cl.senders.Done()
+func (q *Queue) run() {
+	defer q.senders.Done()
 	b := &batch{back: true}
 	b.timer = time.AfterFunc(time.Hour, func() { q.expire(b) })
 	b.timer.Stop()
@@ -364,7 +430,7 @@ func (q *nodeQueue) run() {
 	b.ctx.timer = time.AfterFunc(time.Hour, b.ctx.expire)
 	b.ctx.timer.Stop()
 	defer b.ctx.timer.Stop()
-	var spare []*call
+	var spare []*Call
 	var cmds []*redis.Cmd
 	for {
 		q.mu.Lock()
@@ -375,7 +441,7 @@ func (q *nodeQueue) run() {
 			stop := false
 			select {
 			case <-q.wake:
-			case <-q.cl.stopSenders:
+			case <-q.cfg.Stop:
 				stop = true
 			}
 			q.mu.Lock()
@@ -403,7 +469,7 @@ func (q *nodeQueue) run() {
 // take moves up to maxBatch calls from the queue into calls and marks them sent. It also
 // returns the cancelled calls it met, for the caller to finish once q.mu is released.
 // Called with q.mu held.
-func (q *nodeQueue) take(calls []*call) (sent, dropped []*call) {
+func (q *Queue) take(calls []*Call) (sent, dropped []*Call) {
 	n := 0
 	for n < len(q.queue) && len(calls) < maxBatch {
 		c := q.queue[n]
@@ -425,7 +491,7 @@ func (q *nodeQueue) take(calls []*call) (sent, dropped []*call) {
 // exec writes one batch and reports every call's outcome. The node timeout runs from the
 // write: when it passes first (see expire), the calls are reported as timed out, and their
 // real replies follow as late events. It returns cmds for reuse.
-func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cmd {
+func (q *Queue) exec(b *batch, calls []*Call, cmds []*redis.Cmd) []*redis.Cmd {
 	b.mu.Lock()
 	q.mu.Lock()
 	b.back, b.overdue = false, false
@@ -433,7 +499,7 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	q.mu.Unlock()
 	b.calls = calls
 	b.written = time.Now()
-	if q.cl.cfg.observer != nil {
+	if q.cfg.StampWrites {
 		w := b.written.UnixNano()
 		for _, c := range calls {
 			c.written.Store(w)
@@ -444,7 +510,7 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	// Every batch carries a deadline, the exec budget: clients that honour context deadlines
 	// (and go-redis hooks that watch ctx) stop there; the others stop at their own read
 	// timeout. The node timeout itself is the timer above.
-	ctx := b.ctx.start(q.cl.execBudget())
+	ctx := b.ctx.start(q.budget())
 	defer b.ctx.stop()
 	cmds = q.write(ctx, calls, cmds)
 	b.mu.Lock() // an expire that has started reports its timeouts first
@@ -470,12 +536,12 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 	}
 	q.mu.Unlock()
 	for i, c := range calls {
-		ev := decode(c.kind, cmds[i])
+		ev := decode(c.Kind, cmds[i])
 		if c.state.CompareAndSwap(callSent, callDone) {
-			ev.out = replied
+			ev.Out = Replied
 		} else { // timed out
 			c.state.Store(callDone)
-			ev.out = late
+			ev.Out = Late
 		}
 		q.report(c, ev)
 		q.finish(c)
@@ -486,22 +552,22 @@ func (q *nodeQueue) exec(b *batch, calls []*call, cmds []*redis.Cmd) []*redis.Cm
 
 // write sends the calls as one pipeline (or one command) and resends as EVAL the scripts a
 // node answered with NOSCRIPT (its script cache was lost by a restart or SCRIPT FLUSH).
-func (q *nodeQueue) write(ctx context.Context, calls []*call, cmds []*redis.Cmd) []*redis.Cmd {
+func (q *Queue) write(ctx context.Context, calls []*Call, cmds []*redis.Cmd) []*redis.Cmd {
 	cmds = append(cmds[:0], make([]*redis.Cmd, len(calls))...)
 	if len(calls) == 1 {
-		cmds[0] = redis.NewCmd(ctx, calls[0].args...)
+		cmds[0] = redis.NewCmd(ctx, calls[0].Args...)
 		_ = q.rc.Process(ctx, cmds[0])
 	} else {
 		pipe := q.rc.Pipeline()
 		for i, c := range calls {
-			cmds[i] = pipe.Do(ctx, c.args...)
+			cmds[i] = pipe.Do(ctx, c.Args...)
 		}
 		_, err := pipe.Exec(ctx)
 		unsent(cmds, err)
 	}
 	var again []int
 	for i, c := range calls {
-		if c.script != nil && cmds[i].Err() != nil && redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+		if c.Src != "" && cmds[i].Err() != nil && redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 			again = append(again, i)
 		}
 	}
@@ -510,9 +576,9 @@ func (q *nodeQueue) write(ctx context.Context, calls []*call, cmds []*redis.Cmd)
 	}
 	pipe := q.rc.Pipeline()
 	for _, i := range again {
-		eval := make([]any, len(calls[i].args))
-		copy(eval, calls[i].args)
-		eval[0], eval[1] = "eval", calls[i].script.src
+		eval := make([]any, len(calls[i].Args))
+		copy(eval, calls[i].Args)
+		eval[0], eval[1] = "eval", calls[i].Src
 		cmds[i] = pipe.Do(ctx, eval...)
 	}
 	_, err := pipe.Exec(ctx)
@@ -544,7 +610,7 @@ func unsent(cmds []*redis.Cmd, err error) {
 // the exec budget after the write. Otherwise the calls are
 // reported as timed out, and if every sender is now stuck, the queued calls that may be
 // dropped are refused at once instead of waiting behind them.
-func (q *nodeQueue) expire(b *batch) {
+func (q *Queue) expire(b *batch) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := time.Now()
@@ -569,7 +635,7 @@ func (q *nodeQueue) expire(b *batch) {
 		q.mu.Unlock()
 		return
 	}
-	if since := now.Sub(q.lastBack); since < timeout && now.Sub(b.written) < q.cl.execBudget() {
+	if since := now.Sub(q.lastBack); since < timeout && now.Sub(b.written) < q.budget() {
 		q.mu.Unlock()
 		b.timer.Reset(timeout - since)
 		return
@@ -580,12 +646,12 @@ func (q *nodeQueue) expire(b *batch) {
 	// answer still drives what waits for it (an undo's log line, the pending release).
 	for _, c := range b.calls {
 		if c.state.CompareAndSwap(callSent, callTimedOut) {
-			q.report(c, event{out: timedOut, err: q.downErr(errNodeTimeout)})
+			q.report(c, Event{Out: TimedOut, Err: q.downErr(ErrTimeout)})
 			q.reportWaiting(c)
 		}
 	}
 	q.mu.Lock()
-	var dropped []*call
+	var dropped []*Call
 	if !b.back && !b.overdue {
 		b.overdue = true
 		q.overdue++
@@ -593,7 +659,7 @@ func (q *nodeQueue) expire(b *batch) {
 	if q.stalled() {
 		kept := q.queue[:0]
 		for _, c := range q.queue {
-			if !c.keep && c.state.CompareAndSwap(callQueued, callCancelled) {
+			if !c.Keep && c.state.CompareAndSwap(callQueued, callCancelled) {
 				dropped = append(dropped, c)
 			} else {
 				kept = append(kept, c)
@@ -604,56 +670,56 @@ func (q *nodeQueue) expire(b *batch) {
 	}
 	q.mu.Unlock()
 	for _, c := range dropped {
-		q.report(c, event{out: notSent, err: q.downErr(errNodeStalled)})
+		q.report(c, Event{Out: NotSent, Err: q.downErr(ErrStalled)})
 		q.finish(c)
 	}
 }
 
 // downErr is base (a timeout, or "not sent") with the node's last connection error, if any.
-func (q *nodeQueue) downErr(base error) error {
+func (q *Queue) downErr(base error) error {
 	q.mu.Lock()
 	last := q.lastErr
 	q.mu.Unlock()
-	return nodeDownError{base: base, last: last}
+	return DownError{base: base, last: last}
 }
 
-// firstOutcome reports whether ev is the call's first outcome: not a late answer, and not
+// FirstOutcome reports whether ev is the call's first outcome: not a late answer, and not
 // the answer of a call reported timed out while it waited behind another.
-func firstOutcome(ev event) bool {
-	return ev.out != late && !(ev.out == replied && ev.call != nil && ev.call.overdue.Load())
+func FirstOutcome(ev Event) bool {
+	return ev.Out != Late && !(ev.Out == Replied && ev.Call != nil && ev.Call.overdue.Load())
 }
 
 // report gives an event to the call's owner.
-func (q *nodeQueue) report(c *call, ev event) {
+func (q *Queue) report(c *Call, ev Event) {
 	c.mu.Lock()
-	s := c.sink // finish clears it, possibly on another goroutine
+	s := c.Sink // finish clears it, possibly on another goroutine
 	c.mu.Unlock()
 	if s == nil {
 		return
 	}
-	ev.call, ev.node, ev.tag = c, c.node, c.tag
-	s.deliver(ev)
+	ev.Call, ev.Node, ev.Tag = c, c.Node, c.Tag
+	s.Deliver(ev)
 }
 
 // finish marks c final: the calls ordered after it are enqueued, and it stops counting as
 // background work. References the call no longer needs are dropped, since a Lock keeps its
 // acquire calls for as long as it lives.
-func (q *nodeQueue) finish(c *call) {
+func (q *Queue) finish(c *Call) {
 	c.mu.Lock()
 	c.final = true
 	next := c.next
 	c.next = nil
-	c.args, c.sink = nil, nil
+	c.Args, c.Sink = nil, nil
 	c.mu.Unlock()
-	if c.rel != nil {
-		q.cl.pending.done(c.rel)
-		c.rel = nil
+	if h := c.OnFinal; h != nil {
+		c.OnFinal = nil
+		h.Finished()
 	}
 	for _, n := range next {
-		q.send(n)
-		q.cl.bg.Done() // the hold taken in sendAfter
+		q.Send(n)
+		q.cfg.Work.Done() // the hold taken in sendAfter
 	}
-	q.cl.bg.Done()
+	q.cfg.Work.Done()
 }
 
 // Bounds of the pause during which a node that refused our authentication gets no call that
@@ -665,7 +731,7 @@ const (
 
 // refusing reports, with q.mu held, that the node refused the last connection's
 // authentication and its pause has not passed.
-func (q *nodeQueue) refusing() bool {
+func (q *Queue) refusing() bool {
 	return !q.downUntil.IsZero() && time.Now().Before(q.downUntil)
 }
 
@@ -712,46 +778,70 @@ func nodeAnswered(cmds []*redis.Cmd) bool {
 }
 
 // decode turns a reply into an event's value.
-func decode(kind replyKind, cmd *redis.Cmd) event {
+func decode(kind ReplyKind, cmd *redis.Cmd) Event {
 	switch kind {
-	case replySetNX:
+	case ReplySetNX:
 		switch err := cmd.Err(); {
 		case err == nil:
-			return event{val: 1}
+			return Event{Val: 1}
 		case errors.Is(err, redis.Nil):
-			return event{val: 0}
+			return Event{Val: 0}
 		default:
-			return event{err: err}
+			return Event{Err: err}
 		}
-	case replySlice:
+	case ReplySlice:
 		v, err := cmd.Slice()
-		return event{slice: v, err: err}
-	case replyString:
+		return Event{Slice: v, Err: err}
+	case ReplyString:
 		v, err := cmd.Text()
-		return event{str: v, err: err}
+		return Event{Str: v, Err: err}
 	}
 	v, err := cmd.Int64()
-	return event{val: v, err: err}
+	return Event{Val: v, Err: err}
 }
 
-// execBudget bounds how long one batch may hold a sender for clients that honour context
-// deadlines: long enough for a busy node to answer late (an undo then still lands), short
-// enough that a hung node does not hold a sender for ever.
-func (c *Client) execBudget() time.Duration { return max(4*c.cfg.nodeTimeout, time.Second) }
 
-// sendTo enqueues c on node i.
-func (cl *Client) sendTo(i int, c *call) {
-	c.node = i
-	cl.nodes[i].q.send(c)
+// ErrTimeout is a node's error when it did not answer within the node timeout.
+var ErrTimeout = errors.New("no reply within the node timeout")
+
+// DownError is errNodeTimeout or errNodeStalled with what the node's connection last
+// failed with (a refused dial, a refused AUTH), when it failed without the node answering:
+// a timeout alone would hide that the node refuses connections.
+type DownError struct {
+	base, last error // last may be nil
 }
 
-// sendAfterTo enqueues c on node i once prev (a call to the same node, or nil) is final.
-func (cl *Client) sendAfterTo(i int, prev, c *call) {
-	c.node = i
-	cl.nodes[i].q.sendAfter(prev, c)
+func (e DownError) Error() string {
+	if e.last == nil {
+		return e.base.Error()
+	}
+	return e.base.Error() + " (the connection's last error: " + e.last.Error() + ")"
 }
 
-// chanSink delivers events into a channel that has room for all of them.
-type chanSink chan event
+// Unwrap returns the sentinel and the connection's error, for errors.Is and errors.As.
+func (e DownError) Unwrap() []error {
+	if e.last == nil {
+		return []error{e.base}
+	}
+	return []error{e.base, e.last}
+}
 
-func (s chanSink) deliver(ev event) { s <- ev }
+// ErrStalled is a node's error when a call was not sent because every call in flight
+// to that node was already past the node timeout.
+var ErrStalled = errors.New("not sent: the node is not answering (every call in flight is past the node timeout)")
+
+// ErrRefusing is a node's error when a call was not sent because the node refused its
+// last connection's authentication (connRefused) and the pause before the next try has not
+// passed.
+var ErrRefusing = errors.New("not sent: the node refused the last connection's authentication (it is tried again after a pause)")
+
+
+// Do writes one call to rc directly, outside any queue (with the NOSCRIPT fallback), and
+// returns its reply: an Event with Out Replied, whose Err is the node's or the connection's
+// error. It waits as long as rc and ctx let it. For tests and tools.
+func Do(ctx context.Context, rc redis.UniversalClient, c *Call) Event {
+	q := &Queue{rc: rc}
+	ev := decode(c.Kind, q.write(ctx, []*Call{c}, nil)[0])
+	ev.Call, ev.Node, ev.Tag, ev.Out = c, c.Node, c.Tag, Replied
+	return ev
+}
