@@ -10,9 +10,11 @@ import (
 
 // TryAcquire makes one attempt to acquire the lock named key for ttl: the acquire script on
 // every node in parallel, returning as soon as a quorum agreed on a fencing token with
-// validity time left, or a quorum became impossible. No node's answer is awaited longer
-// than the node timeout from its write ([WithNodeTimeout]). It does not queue behind this
-// client's waiting Acquire calls. Safe for concurrent use. The protocol: docs/design.md §3.
+// validity time left, or a quorum became impossible (docs/design.md §3). No node's answer
+// is awaited longer than the node timeout from its write ([WithNodeTimeout]). It neither
+// queues behind this Client's waiting Acquire calls nor waits in the nodes' queues, so it
+// takes a free key even when other processes' Acquire calls wait for it. Safe for
+// concurrent use.
 //
 // ttl is truncated to whole milliseconds; it must leave validity after the drift allowance
 // ([Drift]) and, with the lock-delay, be at most [MaxTTL]. [Lock.Until] is start + ttl −
@@ -22,10 +24,9 @@ import (
 // [MaxKeyLen], or starting with one of the library's prefixes: [FencePrefix],
 // [SlotCounterPrefix], [HighestTokenPrefix], [QueuePrefix] or [WaitersPrefix]) or a bad ttl;
 // a *QuorumError matching ErrNotAcquired when the lock is held elsewhere, too many nodes
-// failed or the validity ran out; when ctx ends, an error matching
-// ErrNotAcquired and ctx.Err(). A failed attempt is undone on every node, whatever ctx.
-// TryAcquire takes a free key even when Acquire calls of other processes are queued for it
-// ([Client.Acquire]).
+// failed or the validity ran out; when ctx ends, an error matching ErrNotAcquired and
+// ctx.Err(); ErrClosed after [Client.Close]. A failed attempt is undone on every node,
+// whatever ctx.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalidf("context is nil")
@@ -34,75 +35,24 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	if c.cfg.observer == nil {
-		return c.tryAcquire(ctx, set, ttl)
-	}
-	return c.observeAcquire(ctx, set, ttl, func(ctx context.Context) (*Lock, int, error) {
-		l, err := c.tryAcquire(ctx, set, ttl)
-		return l, 1, err
-	})
-}
-
-// observeAcquire runs an acquire (one attempt, or retrying) under the observer's Start.
-func (c *Client) observeAcquire(ctx context.Context, set lockKeys, ttl time.Duration, run func(context.Context) (*Lock, int, error)) (*Lock, error) {
-	octx, end := c.startOp(ctx, Op{Kind: OpAcquire, Keys: set.keys, TTL: ttl})
-	l, attempts, err := run(octx)
-	e := End{Outcome: outcomeOf(err), Err: err, Attempts: attempts}
-	if l != nil {
-		e.Token, e.Joined = l.token, l.outer != nil
-		if e.Joined {
-			e.Attempts = 0
-		}
-	}
-	end(e)
-	return l, err
-}
-
-// tryAcquire is TryAcquire and TryAcquireMulti once the arguments are valid.
-func (c *Client) tryAcquire(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
-	return c.tryAcquireQueued(ctx, set, ttl, nil)
-}
-
-// tryAcquireQueued is one attempt, queued in the nodes' queue for the key when qa is not nil.
-func (c *Client) tryAcquireQueued(ctx context.Context, set lockKeys, ttl time.Duration, qa *queueArgs) (*Lock, error) {
-	if l, err := c.join(ctx, set); l != nil || err != nil {
-		return l, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrNotAcquired, err)
-	}
-	if err := c.begin(); err != nil {
-		return nil, err
-	}
-	defer c.end()
-	return c.acquire(ctx, set, newHolderID(), ttl, qa)
+	return c.tryAcquire(ctx, set, ttl)
 }
 
 // Acquire acquires the lock named key for ttl, retrying until it succeeds, the retry limit
 // is reached ([WithRetryLimit]; none by default) or ctx ends. Arguments and errors are those
 // of [Client.TryAcquire]; when ctx ends, the error matches ErrNotAcquired, ctx.Err() and,
-// if an attempt was made, the last attempt's *QuorumError.
+// if an attempt was made, the last attempt's *QuorumError. After [Client.Close] it returns
+// ErrClosed (which does not match ErrNotAcquired), at once also for calls that were waiting.
 //
-// Waiting is first come, first served, across processes: the Acquire calls of one Client
-// for one key queue in arrival order, and only the first of them makes attempts; that one
-// waits in the key's queue on the nodes, ordered by when its Acquire began on the Client's
-// clock, and a node lets only the head of its queue take the key. A release tells the head's
-// process on its turn channel, and the head tries at once (docs/design.md §3.9, §3.10). A
-// waiter that hears nothing (a lost message, a node down) retries after a pause drawn from
-// [d/2, 3d/2), d being the retry delay ([WithRetryDelay]) for the head and the one after it
-// and r·d (at most max(16d, 1 s)) for a waiter r places behind; after attempts that failed
-// with no node reporting a holder (overload), d doubles each time, up to max(32d, 1 s). A
-// queue only ever refuses, so mutual exclusion and tokens do not depend on it; a head that
-// does not come within d/2 of the key being free loses its turn. Without wake-ups
-// ([WithoutWakeups]) there is no queue: waiters of other processes retry at the retry delay.
-// A retry limit counts this call's own attempts, not its time in the queue. An Acquire that
-// gives up (ctx ended, retry limit) takes its place out of the nodes' queues when no other
-// Acquire of this Client waits for the key; one ended by Close, or by the process exiting,
-// leaves its place until it expires (4 × the longest pause without a refresh, 4 s by
-// default), and while that place is the head of a free key it costs the next waiter the
-// grace (d/2) and that waiter's next attempt, never more. After
-// [Client.Close], Acquire returns ErrClosed (which does not match ErrNotAcquired), at once
-// also for calls that were waiting. Safe for concurrent use.
+// Waiting is first come, first served across processes: this Client's Acquire calls for a
+// key queue in arrival order and only the first makes attempts; it waits in the key's
+// queue on the nodes, ordered by when its Acquire began, and is told when its turn comes.
+// A waiter that hears nothing retries after the retry delay ([WithRetryDelay], jittered,
+// longer for waiters far back and after overloaded attempts). The queue only ever refuses:
+// mutual exclusion and tokens never depend on it. A retry limit counts this call's own
+// attempts. The mechanism, and what a waiter that gives up or dies costs the others:
+// docs/design.md §3.9 and §3.10. Without wake-ups ([WithoutWakeups]) there is no queue.
+// Safe for concurrent use.
 func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	if ctx == nil {
 		return nil, invalidf("context is nil")
@@ -111,152 +61,126 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 	if err != nil {
 		return nil, err
 	}
-	return c.acquireObserved(ctx, set, ttl)
+	return c.acquire(ctx, set, ttl)
 }
 
-// acquireObserved is acquireRetrying, under the observer's Start when there is one.
-func (c *Client) acquireObserved(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
-	if c.cfg.observer == nil {
-		l, _, err := c.acquireRetrying(ctx, set, ttl)
-		return l, err
-	}
-	return c.observeAcquire(ctx, set, ttl, func(ctx context.Context) (*Lock, int, error) {
-		return c.acquireRetrying(ctx, set, ttl)
+// tryAcquire is TryAcquire and TryAcquireMulti once the arguments are valid: one attempt,
+// observed as one operation.
+func (c *Client) tryAcquire(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
+	return observed(c, ctx, Op{Kind: OpAcquire, Keys: set.keys, TTL: ttl}, func(ctx context.Context) (*Lock, End, error) {
+		l, r, err := c.acquireOnce(ctx, set, ttl)
+		return l, acquireEnd(l, r, 1, err), err
 	})
 }
 
-// acquireRetrying is Acquire and AcquireMulti once the arguments are valid. It also
-// returns the number of attempts made.
-func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Duration) (l *Lock, attempts int, err error) {
+// acquire is Acquire and AcquireMulti once the arguments are valid: the retry loop,
+// observed as one operation.
+func (c *Client) acquire(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, error) {
+	return observed(c, ctx, Op{Kind: OpAcquire, Keys: set.keys, TTL: ttl}, func(ctx context.Context) (*Lock, End, error) {
+		l, r, attempts, err := c.acquireRetrying(ctx, set, ttl)
+		return l, acquireEnd(l, r, attempts, err), err
+	})
+}
+
+// acquireOnce is one attempt of TryAcquire: reentrancy, the context and the Client are
+// checked, then the attempt runs.
+func (c *Client) acquireOnce(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, attemptResult, error) {
 	if l, err := c.join(ctx, set); l != nil || err != nil {
-		return l, 0, err
+		return l, joined(err), err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, attemptResult{}, notAcquired(err)
+	}
+	if err := c.begin(); err != nil {
+		return nil, attemptResult{}, err
+	}
+	defer c.end()
+	return c.runAttempt(ctx, set, ttl, nil)
+}
+
+// acquireRetrying is the retry loop of Acquire. It checks reentrancy, the context and the
+// Client once, then makes attempts until one wins, one fails for good, the retry limit is
+// reached or ctx ends, waiting its turn between them. It returns the last attempt's result
+// and the number of attempts made.
+func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Duration) (*Lock, attemptResult, int, error) {
+	if l, err := c.join(ctx, set); l != nil || err != nil {
+		return l, joined(err), 0, err
 	}
 	if err := ctx.Err(); err != nil {
 		// Ended before anything was sent: no subscription either (its connection would
 		// send commands for a call that can only fail).
-		return nil, 0, fmt.Errorf("%w: %w", ErrNotAcquired, err)
+		return nil, attemptResult{}, 0, notAcquired(err)
 	}
-	key := set.waitKey()
-	// A queued Acquire (one key, wake-ups on) waits in the nodes' queue for the key, with
-	// this call's start as its ticket (queue.go).
-	var qa *queueArgs
-	var ticket int64
-	if c.queued(set) {
-		ticket = counterSeed(c.cfg.clock.Now())
-		qa = c.newQueueArgs(set.keys[0], ticket)
+	if err := c.begin(); err != nil {
+		return nil, attemptResult{}, 0, err
 	}
-	var wt *waiter // our place in this client's queue for key, once we are in it
-	subscribed := false
-	sent := false // an attempt went to the nodes (it may have queued us there)
-	subscribe := func() {
-		if !subscribed {
-			subscribed = true
-			c.subscribe(set, qa != nil) // releases by other processes wake the head (wakehub.go)
-		}
+	defer c.end()
+	t := c.newTurn(set)
+	l, r, attempts, err := t.retry(ctx, ttl)
+	t.leave(l != nil)
+	return l, r, attempts, err
+}
+
+// retry makes the attempts of one Acquire.
+func (t *turn) retry(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, int, error) {
+	if err := t.enter(ctx); err != nil {
+		return nil, attemptResult{}, 0, notAcquired(err)
 	}
-	defer func() {
-		var last bool // nobody here waits for the key any more
-		if wt != nil {
-			last = c.wait.leave(set, wt)
-		} else {
-			last = !c.wait.busy(key)
-		}
-		if subscribed {
-			c.unsubscribe(set)
-		}
-		if qa != nil && l == nil && sent && last {
-			c.leaveQueue(qa, set.keys[0]) // the place on the nodes is nobody's now
-		}
-	}()
-	if qa != nil {
-		// Before the first attempt, which may queue us: our turn may come at once.
-		subscribe()
-	}
-	join := func() {
-		wt = c.wait.join(set, ticket)
-		subscribe()
-	}
-	var last *QuorumError // the last attempt's detail, kept for the error when ctx ends
-	overloaded := 0       // consecutive attempts that failed without any node reporting a holder (retryPause)
-	// A queued Acquire takes its place here before its first attempt, so that a release by
-	// this Client, even one that comes while that attempt is in flight, finds it and keeps
-	// its place on the nodes; any Acquire waits behind the ones already here.
-	if qa != nil || c.wait.busy(key) {
-		join()
-		if !c.wait.first(key, wt) {
-			if err := c.waitTurn(ctx, set, wt, jitter(c.cfg.retryDelay)); err != nil {
-				return nil, 0, fmt.Errorf("%w: %w", ErrNotAcquired, err)
-			}
-		}
-	}
-	losses := 0 // attempts made on a wake-up that another contender beat
-	for attempts = 1; ; attempts++ {
-		// Woken by a release while other processes' waiters answer it too: give way to those
-		// that have waited longer (seniorityDelay). Queued waiters are told their turn instead.
-		woken := wt != nil && wt.woken && qa == nil
-		if woken && c.crowded(set) && c.giveWay(ctx, seniorityDelay(c.cfg.retryDelay, losses)) != nil {
+	var last attemptResult // the last attempt that reached the nodes, for the error when ctx ends
+	var err error
+	attempts := 0
+	for {
+		woken := t.woken() // this attempt answers a release announced by another process
+		if woken && t.giveWay(ctx) != nil || ctx.Err() != nil {
 			break
 		}
-		if qa != nil {
-			c.wake.turnReset(set.keys[0]) // this attempt answers for the turns told so far
+		if t.c.isClosed() {
+			return nil, attemptResult{kind: attemptFailed}, attempts, ErrClosed
 		}
-		mark := c.wake.mark() // a release announced from now on gets us another attempt at once
-		l, err = c.tryAcquireQueued(ctx, set, ttl, qa)
-		if err == nil {
-			if woken {
-				c.wokenAttempt(set, true, losses)
-			}
-			return l, attempts, nil
+		mark := t.mark()
+		attempts++
+		var l *Lock
+		var r attemptResult
+		l, r, err = t.c.runAttempt(ctx, t.set, ttl, t.qa)
+		t.tried(woken, r)
+		switch {
+		case r.kind == attemptWon:
+			return l, r, attempts, nil
+		case r.kind == attemptFailed:
+			return nil, r, attempts, err
 		}
-		if !errors.Is(err, ErrNotAcquired) {
-			return l, attempts, err
-		}
-		var qe *QuorumError
-		if errors.As(err, &qe) {
-			last, sent = qe, true
-		}
-		if woken && qe != nil && qe.contended() {
-			c.wokenAttempt(set, false, losses)
-			losses++
-		}
+		last = r
 		if ctx.Err() != nil {
 			break
 		}
-		if c.cfg.retryLimit > 0 && attempts >= c.cfg.retryLimit {
-			return nil, attempts, err
+		if limit := t.c.cfg.retryLimit; limit > 0 && attempts >= limit {
+			return nil, r, attempts, err
 		}
-		pause := c.retryPause(qe, &overloaded)
-		if wt == nil {
-			join()
-		}
-		wt.mark, wt.marked = mark, true
-		if c.waitTurn(ctx, set, wt, pause) != nil {
+		if t.wait(ctx, t.pause(r), mark) != nil {
 			break
 		}
 	}
-	return nil, attempts, ctxEnded(ctx.Err(), last, err)
+	return nil, last, attempts, ctxEnded(ctx.Err(), last.detail, err)
 }
 
-// retryPause is the pause before the next attempt after one that failed with qe: the retry
-// delay, jittered, while the key is contended, or for a queued waiter with others ahead of
-// it the longer pause of queuePause; doubled for each consecutive attempt that failed without
-// any node reporting a holder (overload, counted in *overloaded).
-func (c *Client) retryPause(qe *QuorumError, overloaded *int) time.Duration {
-	if qe != nil && !qe.contended() {
-		*overloaded++
-		return jitter(overloadDelay(c.cfg.retryDelay, *overloaded))
+// joined is the result of a reentrant acquire (Client.join): won when it joined a hold of
+// the context's, failed when it refused.
+func joined(err error) attemptResult {
+	if err != nil {
+		return attemptResult{kind: attemptFailed}
 	}
-	*overloaded = 0
-	if qe != nil && qe.ahead > 0 {
-		return jitter(queuePause(c.cfg.retryDelay, qe.ahead))
-	}
-	return jitter(c.cfg.retryDelay)
+	return attemptResult{kind: attemptWon}
 }
+
+// notAcquired is the error of an acquire whose context ended before it sent anything.
+func notAcquired(cerr error) error { return fmt.Errorf("%w: %w", ErrNotAcquired, cerr) }
 
 // ctxEnded is the error of an Acquire whose context ended (cerr): the last attempt's
 // detail, with the context's end at the top of it rather than only inside one node's entry.
 func ctxEnded(cerr error, last *QuorumError, err error) error {
 	switch {
+	case last == nil && err == nil: // no attempt was made
+		return notAcquired(cerr)
 	case last != nil && last.Cause == nil:
 		last.Cause = cerr
 		return last

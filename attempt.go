@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/quorumlock/redlock/internal/transport"
 	"strconv"
@@ -28,14 +29,15 @@ type attempt struct {
 	start       time.Time
 	validityEnd time.Time
 
-	events   chan transport.Event
+	events   chan attemptEvent
 	acq      []*transport.Call // per node: the acquire call (a Lock keeps them for ordering)
 	tallies  []*acquireTally   // per key
 	nodeErrs []error
 	returned []bool   // the acquire call's real fate is known: answered, or never written
 	mayHold  []bool   // our keys may be on the node: set, resent, or an error hid the answer
-	one      [1]int64 // a single key's counter, decoded without an allocation
 	tokens   [1]Token // a single key's token, decided without an allocation
+	held     bool     // some node refused: another holder's key, or waiters ahead in its queue
+	notOurs  bool     // some node answered a raise that the key is not ours
 
 	obs    Observer        // nil without WithObserver
 	ctx    context.Context // the acquire's context, for the observer's events
@@ -46,38 +48,98 @@ type attempt struct {
 	ahead int        // the fewest waiters ahead of us that a queued node reported; -1 for none
 }
 
+// attemptKind is how an attempt ended, as the attempt itself tells it.
+type attemptKind uint8
+
+const (
+	attemptWon        attemptKind = iota // the lock is ours (or joined, for a reentrant acquire)
+	attemptContended                     // some node refused: another holder's key, or waiters ahead in its queue
+	attemptOverloaded                    // no node refused: it failed on timeouts and errors only
+	attemptFailed                        // not to be retried: the Client closed, or the arguments were refused
+)
+
+// attemptResult is what an attempt reports to the retry loop and to the observer, so that
+// neither reads it back out of the error.
+type attemptResult struct {
+	kind    attemptKind
+	ahead   int          // a queued attempt: the fewest waiters ahead of us that a node reported; 0 for none
+	refused bool         // some node refused it (held, or a raise found the key not ours)
+	expired bool         // the validity ran out before a quorum agreed
+	detail  *QuorumError // the error of an attempt that reached the nodes and failed
+}
+
+// outcome is the observer's Outcome of an acquire that ended with err after r.
+func (r attemptResult) outcome(err error) Outcome {
+	switch {
+	case err == nil:
+		return OutcomeOK
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return OutcomeCanceled
+	case r.expired:
+		return OutcomeExpired
+	case r.refused:
+		return OutcomeRefused
+	}
+	return OutcomeError
+}
+
+// acquireEnd is the observer's End of an acquire operation.
+func acquireEnd(l *Lock, r attemptResult, attempts int, err error) End {
+	e := End{Outcome: r.outcome(err), Attempts: attempts}
+	if l != nil {
+		e.Token, e.Joined = l.token, l.outer != nil
+		if e.Joined {
+			e.Attempts = 0
+		}
+	}
+	return e
+}
+
+// attemptEvent is a transport event with, for an acquire call's reply, its decoding.
+type attemptEvent struct {
+	ev    transport.Event
+	reply acquireReply
+}
+
 // Deliver receives the transport's events; the channel has room for every event the
 // attempt's calls can produce, so it never blocks. The observer hears of every call's first
 // outcome here, also of those that come after the attempt was decided.
 func (a *attempt) Deliver(ev transport.Event) {
-	if a.obs != nil && transport.FirstOutcome(ev) {
-		a.observeNode(ev)
+	e := attemptEvent{ev: ev}
+	if ev.Tag == tagAcquire && (ev.Out == transport.Replied || ev.Out == transport.Late) {
+		e.reply = decodeAcquire(ev, a.set, a.queue != nil, a.setnx)
 	}
-	a.events <- ev
+	if a.obs != nil && transport.FirstOutcome(ev) {
+		a.observeNode(e)
+	}
+	a.events <- e
 }
 
 // observeNode reports one call's first outcome to the observer.
-func (a *attempt) observeNode(ev transport.Event) {
-	if ev.Tag >= tagRaise {
-		a.c.observeNode(a.obs, a.ctx, OpRaise, ev, ev.Err == nil && ev.Val == 1)
+func (a *attempt) observeNode(e attemptEvent) {
+	if e.ev.Tag >= tagRaise {
+		a.c.observeNode(a.obs, a.ctx, OpRaise, e.ev, e.ev.Err == nil && e.ev.Val == 1)
 		return
 	}
-	agreed := ev.Err == nil && ev.Val > 0
-	if len(a.set.keys) > 1 {
-		agreed = ev.Err == nil && len(ev.Slice) > 0 && ev.Slice[0] == int64(1)
-	}
-	a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, agreed)
+	a.c.observeNode(a.obs, a.ctx, OpAcquire, e.ev, e.reply.err == nil && e.reply.granted)
 }
 
-// acquire runs one attempt, queued when qa is not nil. The caller has validated the
-// arguments and registered the call.
-func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.Duration, qa *queueArgs) (*Lock, error) {
+// runAttempt runs one attempt, queued when qa is not nil, with a holder id of its own. The
+// caller has validated the arguments and registered the call.
+func (c *Client) runAttempt(ctx context.Context, set lockKeys, ttl time.Duration, qa *queueArgs) (*Lock, attemptResult, error) {
+	a := c.newAttempt(ctx, set, newHolderID(), ttl, qa)
+	a.send()
+	return a.run(ctx)
+}
+
+// newAttempt prepares an attempt: its state, and its acquire call per node.
+func (c *Client) newAttempt(ctx context.Context, set lockKeys, id string, ttl time.Duration, qa *queueArgs) *attempt {
 	n, k := len(c.nodes), len(set.keys)
 	a := &attempt{
 		c: c, set: set, id: id, ttl: ttl, queue: qa, ahead: -1,
 		start: c.cfg.clock.Now(),
 		// Per node at most: acquire (timeout + late) and one raise per key (timeout + late).
-		events:   make(chan transport.Event, 2*n*(1+k)),
+		events:   make(chan attemptEvent, 2*n*(1+k)),
 		acq:      make([]*transport.Call, n),
 		tallies:  make([]*acquireTally, k),
 		nodeErrs: make([]error, n),
@@ -103,19 +165,24 @@ func (c *Client) acquire(ctx context.Context, set lockKeys, id string, ttl time.
 	for i := range c.nodes {
 		a.acq[i] = cmd.newCall(tagAcquire, a)
 	}
-	after := c.pending.after(set.keys) // our own releases of the keys still on their way
+	return a
+}
+
+// send enqueues the acquire calls, each behind our own release of the keys still on its
+// way to that node, if any.
+func (a *attempt) send() {
+	after := a.c.pending.after(a.set.keys)
 	for i, cl := range a.acq {
 		var prev *transport.Call
 		if after != nil {
 			prev = after[i]
 		}
-		c.sendAfterTo(i, prev, cl)
+		a.c.sendAfterTo(i, prev, cl)
 	}
-	return a.run(ctx)
 }
 
 // run waits for the replies until the attempt is decided.
-func (a *attempt) run(ctx context.Context) (*Lock, error) {
+func (a *attempt) run(ctx context.Context) (*Lock, attemptResult, error) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var cause error
@@ -125,7 +192,7 @@ func (a *attempt) run(ctx context.Context) (*Lock, error) {
 		if v == won {
 			if Validity(a.ttl, a.start, now, a.c.cfg.driftFactor) > 0 {
 				a.observe(OutcomeOK, now)
-				return a.lock(tokens, now), nil
+				return a.lock(tokens, now), attemptResult{kind: attemptWon}, nil
 			}
 			cause = errValidityExpired
 			break
@@ -152,10 +219,13 @@ func (a *attempt) run(ctx context.Context) (*Lock, error) {
 		}
 	}
 	err := a.fail(ctx, cause)
-	if a.obs != nil {
-		a.observe(outcomeOf(err), a.c.cfg.clock.Now())
+	r := attemptResult{kind: attemptOverloaded, ahead: max(a.ahead, 0), refused: a.held || a.notOurs,
+		expired: cause == errValidityExpired, detail: err}
+	if a.held {
+		r.kind = attemptContended
 	}
-	return nil, err
+	a.observe(r.outcome(err), a.c.cfg.clock.Now())
+	return nil, r, err
 }
 
 // observe reports the decided attempt to the observer, if any.
@@ -219,28 +289,10 @@ func (a *attempt) sendRaise(i, k int) {
 }
 
 // apply feeds one event into the tallies.
-func (a *attempt) apply(ev transport.Event) {
-	i := ev.Node
+func (a *attempt) apply(e attemptEvent) {
+	ev, i := e.ev, e.ev.Node
 	if ev.Tag >= tagRaise {
-		t := a.tallies[ev.Tag-tagRaise]
-		switch {
-		case ev.Out == transport.Late:
-			// The node timed out already; raise never creates our key, so nothing to undo.
-		case ev.Err != nil:
-			a.nodeErrs[i] = a.c.nodeErr(i, ev.Err)
-			a.c.cfg.logger.Debug("redlock: raise failed", "node", i, "err", ev.Err)
-			if t.state[i] == stateRaising {
-				t.failed(i)
-			}
-		case ev.Val == 1:
-			t.raiseDone(i, true)
-		case ev.Val == 0:
-			a.nodeErrs[i] = a.c.nodeErr(i, errNotOurs)
-			t.raiseDone(i, false)
-		default:
-			a.nodeErrs[i] = a.c.nodeErr(i, errCounterAhead)
-			t.raiseDone(i, false)
-		}
+		a.applyRaise(ev)
 		return
 	}
 	switch ev.Out {
@@ -254,45 +306,62 @@ func (a *attempt) apply(ev transport.Event) {
 		a.each(func(t *acquireTally) { t.failed(i) })
 		return
 	}
-	counters, left, heldKey, err := a.reply(ev)
+	r := e.reply
+	a.returned[i] = true
 	if ev.Out == transport.Late {
 		// The node was counted as failed at its timeout; only the undo needs to know.
-		a.returned[i] = true
-		a.mayHold[i] = err != nil || counters != nil || a.setnx
+		a.mayHold[i] = r.err != nil || r.granted || a.setnx
 		return
 	}
-	a.returned[i] = true
 	switch {
-	case err != nil:
+	case r.err != nil:
 		a.mayHold[i] = true // the SET may have been applied and the reply lost
-		a.nodeErrs[i] = a.c.nodeErr(i, err)
-		a.c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", err)
+		a.nodeErrs[i] = a.c.nodeErr(i, r.err)
+		a.c.cfg.logger.Debug("redlock: acquire failed on node", "node", i, "err", r.err)
 		a.each(func(t *acquireTally) { t.failed(i) })
-	case counters == nil && a.setnx:
+	case !r.granted:
 		// A plain SET NX cannot tell whose key is there: it may be ours, set by a call that
 		// go-redis resent after losing the reply. The undo releases it; the release only
 		// deletes a key holding our id.
-		a.mayHold[i] = true
-		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: -1})
-		a.each(func(t *acquireTally) { t.refused(i) })
-	case counters == nil:
-		h := heldError{left: left, key: heldKey, ahead: -1}
-		if a.queue != nil {
-			h.left, h.ahead = left>>16, int(left&0xffff)
-			if a.ahead < 0 || h.ahead < a.ahead {
-				a.ahead = h.ahead
-			}
+		a.mayHold[i] = a.setnx
+		a.held = true
+		if r.ahead >= 0 && (a.ahead < 0 || r.ahead < a.ahead) {
+			a.ahead = r.ahead
 		}
-		a.nodeErrs[i] = a.c.nodeErr(i, h)
+		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: r.left, key: r.heldKey, ahead: r.ahead})
 		a.each(func(t *acquireTally) { t.refused(i) })
 	default:
 		a.mayHold[i] = true
 		a.nodeErrs[i] = nil
 		for k, t := range a.tallies {
-			if t.acquired(i, counters[k]) {
+			if t.acquired(i, r.counter(k)) {
 				a.sendRaise(i, k)
 			}
 		}
+	}
+}
+
+// applyRaise feeds a raise's event into its key's tally.
+func (a *attempt) applyRaise(ev transport.Event) {
+	i, t := ev.Node, a.tallies[ev.Tag-tagRaise]
+	switch {
+	case ev.Out == transport.Late:
+		// The node timed out already; raise never creates our key, so nothing to undo.
+	case ev.Err != nil:
+		a.nodeErrs[i] = a.c.nodeErr(i, ev.Err)
+		a.c.cfg.logger.Debug("redlock: raise failed", "node", i, "err", ev.Err)
+		if t.state[i] == stateRaising {
+			t.failed(i)
+		}
+	case ev.Val == 1:
+		t.raiseDone(i, true)
+	case ev.Val == 0:
+		a.notOurs = true
+		a.nodeErrs[i] = a.c.nodeErr(i, errNotOurs)
+		t.raiseDone(i, false)
+	default:
+		a.nodeErrs[i] = a.c.nodeErr(i, errCounterAhead)
+		t.raiseDone(i, false)
 	}
 }
 
@@ -302,50 +371,83 @@ func (a *attempt) each(f func(*acquireTally)) {
 	}
 }
 
-// reply decodes an acquire reply: the counters of the keys when our keys were set (one per
-// key), or nil and the remaining milliseconds of the other holder's key (and, for a
-// multi-key lock, which key that is; for a queued one, that times 65536 plus the waiters
-// ahead of us, as acquire.lua encodes it).
-func (a *attempt) reply(ev transport.Event) (counters []int64, left int64, heldKey string, err error) {
-	if ev.Err != nil {
-		return nil, 0, "", ev.Err
+// acquireReply is a node's answer to the acquire script (or SET NX), decoded once, on the
+// transport's goroutine: whether our keys were set, with their counters; otherwise the
+// remaining milliseconds of the other holder's key (-1 when SET NX cannot tell), for a
+// multi-key lock which key that is, and for a queued acquire the waiters ahead of ours.
+type acquireReply struct {
+	granted  bool
+	one      int64   // a single key's counter
+	counters []int64 // a multi-key lock's counters, one per key
+	left     int64
+	heldKey  string
+	ahead    int // -1 when the acquire was not queued
+	err      error
+}
+
+// counter is key k's counter in a granted reply.
+func (r *acquireReply) counter(k int) int64 {
+	if r.counters == nil {
+		return r.one
 	}
-	if len(a.tallies) == 1 {
-		if ev.Val <= 0 {
-			return nil, -ev.Val, "", nil
-		}
-		a.one[0] = ev.Val
-		return a.one[:], 0, "", nil
+	return r.counters[k]
+}
+
+// decodeAcquire decodes an acquire call's reply. A single key's script returns its counter
+// when the key was set, else minus the other key's remaining milliseconds (for a queued
+// acquire, that times 65536 plus the waiters ahead of us, as acquire.lua encodes it); SET NX
+// returns 1 or 0; acquire_multi.lua returns {1, counters...} or {0, left, held key's index}.
+func decodeAcquire(ev transport.Event, set lockKeys, queued, setnx bool) acquireReply {
+	r := acquireReply{ahead: -1, err: ev.Err}
+	switch {
+	case ev.Err != nil:
+	case len(set.keys) > 1:
+		r.decodeMulti(ev.Slice, set)
+	case ev.Val > 0:
+		r.granted, r.one = true, ev.Val
+	case setnx:
+		r.left = -1
+	case queued:
+		r.left, r.ahead = -ev.Val>>16, int(-ev.Val&0xffff)
+	default:
+		r.left = -ev.Val
 	}
-	vals := make([]int64, len(ev.Slice))
-	for j, x := range ev.Slice {
+	return r
+}
+
+// decodeMulti decodes acquire_multi.lua's reply.
+func (r *acquireReply) decodeMulti(reply []any, set lockKeys) {
+	vals := make([]int64, len(reply))
+	for j, x := range reply {
 		v, ok := x.(int64)
 		if s, isStr := x.(string); isStr { // a token, in decimal: exact above 2^53
 			n, err := strconv.ParseInt(s, 10, 64)
 			v, ok = n, err == nil
 		}
 		if !ok {
-			return nil, 0, "", fmt.Errorf("acquire_multi.lua: unexpected reply element %T", x)
+			r.err = fmt.Errorf("acquire_multi.lua: unexpected reply element %T", x)
+			return
 		}
 		vals[j] = v
 	}
 	switch {
 	case len(vals) == 3 && vals[0] == 0:
-		if k := vals[2]; k >= 1 && int(k) <= len(a.set.keys) {
-			heldKey = a.set.keys[k-1]
+		if k := vals[2]; k >= 1 && int(k) <= len(set.keys) {
+			r.heldKey = set.keys[k-1]
 		}
-		return nil, vals[1], heldKey, nil
-	case len(vals) == 1+len(a.tallies) && vals[0] == 1:
-		return vals[1:], 0, "", nil
+		r.left = vals[1]
+	case len(vals) == 1+len(set.keys) && vals[0] == 1:
+		r.granted, r.counters = true, vals[1:]
+	default:
+		r.err = fmt.Errorf("acquire_multi.lua: unexpected reply of %d elements", len(vals))
 	}
-	return nil, 0, "", fmt.Errorf("acquire_multi.lua: unexpected reply of %d elements", len(vals))
 }
 
 // fail builds the error of a failed attempt and undoes it on every node that may hold our
 // key: at once where the acquire call has returned with our key (or an error), after it
 // returns where it is still in flight, and not at all where it was never written (it is
 // cancelled first if it is still queued).
-func (a *attempt) fail(ctx context.Context, cause error) error {
+func (a *attempt) fail(ctx context.Context, cause error) *QuorumError {
 	err := &QuorumError{Op: "acquire", Key: a.set.keys[0], Keys: a.set.multi(), Quorum: a.c.quorum,
 		Agreed: a.tallies[0].agreed(), Total: len(a.c.nodes), Cause: cause, sentinel: ErrNotAcquired}
 	// Events that are already in tell the undo what it need not do.
@@ -365,7 +467,6 @@ func (a *attempt) fail(ctx context.Context, cause error) error {
 		}
 	}
 	err.Nodes = collectNodeErrors(a.nodeErrs)
-	err.ahead = a.ahead
 	// A queued attempt's undo puts its place back where its key was set (acquire.lua took it
 	// out there), with the same ticket, so the place stays where it was, and tells the head
 	// of the queue there that the key is free: after a split vote, the contenders' undos

@@ -164,6 +164,13 @@ func (c *Client) begin() error {
 
 func (c *Client) end() { c.bg.Done() }
 
+// isClosed reports whether Close has begun.
+func (c *Client) isClosed() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.closed
+}
+
 // lockArgs validates a key and a TTL and returns the TTL in whole milliseconds and the lock's
 // keys (the key and its fence counter).
 func (c *Client) lockArgs(key string, ttl time.Duration) (time.Duration, lockKeys, error) {

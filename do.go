@@ -83,18 +83,22 @@ func (c *Client) checkDoTTL(ttl time.Duration) error {
 }
 
 // do is Do and DoMulti once the arguments are valid.
-func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) (err error) {
+func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) error {
 	// Hold the client for the whole run, so that Close waits for the renewer too.
 	if err := c.begin(); err != nil {
 		return err
 	}
 	defer c.end()
-	if c.cfg.observer != nil {
-		var end func(End)
-		ctx, end = c.startOp(ctx, Op{Kind: OpDo, Keys: set.keys, TTL: ttl})
-		defer func() { end(End{Outcome: outcomeOf(err), Err: err}) }()
-	}
-	l, err := c.acquireObserved(ctx, set, ttl)
+	_, err := observed(c, ctx, Op{Kind: OpDo, Keys: set.keys, TTL: ttl}, func(ctx context.Context) (struct{}, End, error) {
+		return struct{}{}, End{}, c.hold(ctx, set, ttl, fn)
+	})
+	return err
+}
+
+// hold acquires the lock of a Do, runs fn under it while the renewer keeps it, and releases
+// it.
+func (c *Client) hold(ctx context.Context, set lockKeys, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) (err error) {
+	l, err := c.acquire(ctx, set, ttl)
 	if err != nil {
 		return err
 	}

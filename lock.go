@@ -113,12 +113,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	defer l.c.end()
 	start := l.c.cfg.clock.Now()
-	if l.c.cfg.observer == nil {
-		return l.c.runQuorumOp(ctx, l.extendOp(ctx, ttl, nil), l.extendOutcome(start, ttl))
-	}
-	octx, end := l.c.startOp(ctx, Op{Kind: OpExtend, Keys: l.set.keys, TTL: ttl})
-	err = l.c.runQuorumOp(octx, l.extendOp(octx, ttl, nil), l.extendOutcome(start, ttl))
-	end(End{Outcome: outcomeOf(err), Err: err})
+	_, err = observed(l.c, ctx, Op{Kind: OpExtend, Keys: l.set.keys, TTL: ttl}, func(ctx context.Context) (struct{}, End, error) {
+		return struct{}{}, End{}, l.c.runQuorumOp(ctx, l.extendOp(ctx, ttl, nil), l.extendOutcome(start, ttl))
+	})
 	return err
 }
 
@@ -195,21 +192,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		return invalidf("context is nil")
 	}
-	if l.outer != nil {
-		if l.c.cfg.observer == nil {
-			return l.releaseJoined()
+	_, err := observed(l.c, ctx, Op{Kind: OpRelease, Keys: l.set.keys}, func(ctx context.Context) (struct{}, End, error) {
+		if l.outer != nil {
+			return struct{}{}, End{Joined: true}, l.releaseJoined()
 		}
-		_, end := l.c.startOp(ctx, Op{Kind: OpRelease, Keys: l.set.keys})
-		err := l.releaseJoined()
-		end(End{Outcome: outcomeOf(err), Err: err, Joined: true})
-		return err
-	}
-	if l.c.cfg.observer == nil {
-		return l.afterClose(l.release(ctx, false))
-	}
-	octx, end := l.c.startOp(ctx, Op{Kind: OpRelease, Keys: l.set.keys})
-	err := l.afterClose(l.release(octx, false))
-	end(End{Outcome: outcomeOf(err), Err: err})
+		return struct{}{}, End{}, l.afterClose(l.release(ctx, false))
+	})
 	return err
 }
 

@@ -37,13 +37,7 @@ func (c *Client) TryAcquireMulti(ctx context.Context, keys []string, ttl time.Du
 	if err != nil {
 		return nil, err
 	}
-	if c.cfg.observer == nil {
-		return multi(c.tryAcquire(ctx, set, ttl))
-	}
-	return multi(c.observeAcquire(ctx, set, ttl, func(ctx context.Context) (*Lock, int, error) {
-		l, err := c.tryAcquire(ctx, set, ttl)
-		return l, 1, err
-	}))
+	return multi(c.tryAcquire(ctx, set, ttl))
 }
 
 // AcquireMulti acquires one lock over all of keys for ttl, retrying as [Client.Acquire]
@@ -58,7 +52,7 @@ func (c *Client) AcquireMulti(ctx context.Context, keys []string, ttl time.Durat
 	if err != nil {
 		return nil, err
 	}
-	return multi(c.acquireObserved(ctx, set, ttl))
+	return multi(c.acquire(ctx, set, ttl))
 }
 
 // DoMulti is [Client.Do] for a lock over several keys: it acquires all of keys as

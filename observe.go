@@ -173,6 +173,31 @@ func outcomeOf(err error) Outcome {
 	return OutcomeError
 }
 
+// observed runs one operation of the API: under the observer's Start and End when there is
+// one, directly when there is none. It is, with startOp for the renewals that end on another
+// goroutine, the one place that reports operations. run gets the context for the
+// operation's events and returns the End to report beyond Err; an End whose Outcome run
+// leaves empty is classified from the error.
+func observed[T any](c *Client, ctx context.Context, op Op, run func(ctx context.Context) (T, End, error)) (T, error) {
+	if c.cfg.observer == nil {
+		v, _, err := run(ctx)
+		return v, err
+	}
+	octx, end := c.startOp(ctx, op)
+	var e End
+	var err error
+	defer func() { // also when run panics (a Do's function), so that the operation ends
+		e.Err = err
+		if e.Outcome == "" {
+			e.Outcome = outcomeOf(err)
+		}
+		end(e)
+	}()
+	var v T
+	v, e, err = run(octx)
+	return v, err
+}
+
 // startOp calls the observer's Start, if there is one, and returns the context for the
 // operation's events and a function that ends it (never nil).
 func (c *Client) startOp(ctx context.Context, op Op) (context.Context, func(End)) {

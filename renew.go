@@ -111,42 +111,7 @@ func (r *renewer) loop() {
 		}
 		now := r.c.cfg.clock.Now()
 		r.noteLag(now, asked)
-		var lose, renew, later []*hold
-		// Take the holds that are due, and with them those whose renewal is due within an
-		// eighth of their interval, or within the loop's recent lag when that is longer:
-		// renewing those a little early lets the renewals of many holds share a wake-up and,
-		// through the transport, one pipeline per node, and keeps a starved process ahead.
-		for len(r.holds) > 0 {
-			top := r.holds[0]
-			// Early only after a confirmed renewal: a hold that is retrying waits its pause out.
-			if top.wake.After(now) && (top.inflight || top.last != nil || top.next.Sub(now) > max(top.interval/8, min(r.lag, top.interval/2))) {
-				break
-			}
-			h := heap.Pop(&r.holds).(*hold)
-			cancelAt := h.l.Until().Add(-h.margin)
-			if !now.Before(cancelAt) {
-				h.lost = &LockLostError{Keys: h.l.set.keys, Margin: h.margin, Late: h.lateKind(), Cause: h.lateCause()}
-				lose = append(lose, h)
-				continue
-			}
-			if h.inflight || now.Before(h.next) && h.last != nil {
-				// A renewal is out, or a retry's pause has not passed: only the cancel point
-				// (or the retry) is due.
-				h.wake = earliest(h.next, cancelAt)
-				if h.inflight {
-					h.wake = cancelAt
-				}
-				later = append(later, h)
-				continue
-			}
-			h.inflight = true
-			renew = append(renew, h)
-			h.wake = cancelAt // while the renewal is out, only the cancel point matters
-			later = append(later, h)
-		}
-		for _, h := range later {
-			heap.Push(&r.holds, h)
-		}
+		lose, renew := r.takeDue(now)
 		var wait time.Duration
 		if len(lose) == 0 && len(renew) == 0 && len(r.holds) > 0 {
 			wait = r.holds[0].wake.Sub(now)
@@ -168,6 +133,49 @@ func (r *renewer) loop() {
 			}
 		}
 	}
+}
+
+// takeDue takes, with r.mu held, the holds whose cancel point has come (lose) and those
+// whose renewal is due (renew), and puts every hold it took back in the heap but the lost
+// ones, with its next wake time.
+func (r *renewer) takeDue(now time.Time) (lose, renew []*hold) {
+	var later []*hold
+	// Take the holds that are due, and with them those whose renewal is due within an
+	// eighth of their interval, or within the loop's recent lag when that is longer:
+	// renewing those a little early lets the renewals of many holds share a wake-up and,
+	// through the transport, one pipeline per node, and keeps a starved process ahead.
+	for len(r.holds) > 0 {
+		top := r.holds[0]
+		// Early only after a confirmed renewal: a hold that is retrying waits its pause out.
+		if top.wake.After(now) && (top.inflight || top.last != nil || top.next.Sub(now) > max(top.interval/8, min(r.lag, top.interval/2))) {
+			break
+		}
+		h := heap.Pop(&r.holds).(*hold)
+		cancelAt := h.l.Until().Add(-h.margin)
+		if !now.Before(cancelAt) {
+			h.lost = &LockLostError{Keys: h.l.set.keys, Margin: h.margin, Late: h.lateKind(), Cause: h.lateCause()}
+			lose = append(lose, h)
+			continue
+		}
+		if h.inflight || now.Before(h.next) && h.last != nil {
+			// A renewal is out, or a retry's pause has not passed: only the cancel point
+			// (or the retry) is due.
+			h.wake = earliest(h.next, cancelAt)
+			if h.inflight {
+				h.wake = cancelAt
+			}
+			later = append(later, h)
+			continue
+		}
+		h.inflight = true
+		renew = append(renew, h)
+		h.wake = cancelAt // while the renewal is out, only the cancel point matters
+		later = append(later, h)
+	}
+	for _, h := range later {
+		heap.Push(&r.holds, h)
+	}
+	return lose, renew
 }
 
 // noteLag records how late the loop woke after a timed wait meant to end at asked.
@@ -204,11 +212,7 @@ func (h *hold) lateCause() error {
 func (r *renewer) extend(h *hold, start time.Time) {
 	l := h.l
 	settle := l.extendOutcome(start, l.ttl)
-	if r.c.cfg.observer == nil {
-		l.extendOp(context.Background(), l.ttl, func(err error) { r.extended(h, settle(err)) }).start()
-		return
-	}
-	octx, end := r.c.startOp(h.ctx, Op{Kind: OpExtend, Keys: l.set.keys, TTL: l.ttl})
+	octx, end := r.c.startOp(h.ctx, Op{Kind: OpExtend, Keys: l.set.keys, TTL: l.ttl}) // nopEnd without an observer
 	l.extendOp(octx, l.ttl, func(err error) {
 		err = settle(err)
 		end(End{Outcome: outcomeOf(err), Err: err})

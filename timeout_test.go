@@ -77,4 +77,3 @@ func TestRealSlowNodesDoNotTimeOut(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-

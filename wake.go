@@ -82,10 +82,9 @@ func (q *waitQueues) busy(key string) bool {
 	return len(q.m[key]) > 0
 }
 
-// join puts a new waiter at the back of the queue of set (set.waitKey()), with its ticket
-// in the nodes' queue (0 if it has none).
-func (q *waitQueues) join(set lockKeys, ticket int64) *waiter {
-	key := set.waitKey()
+// join puts a new waiter at the back of the queue of set (whose waitKey is key), with its
+// ticket in the nodes' queue (0 if it has none).
+func (q *waitQueues) join(set lockKeys, key string, ticket int64) *waiter {
 	w := &waiter{poke: make(chan struct{}, 1), ticket: ticket}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -140,10 +139,9 @@ func (q *waitQueues) headTicket(key string) int64 {
 	return 0
 }
 
-// leave removes w from the queue of set; when w was the head, the next waiter becomes the
-// head. It reports whether nobody waits for set here any more.
-func (q *waitQueues) leave(set lockKeys, w *waiter) (empty bool) {
-	key := set.waitKey()
+// leave removes w from the queue of set (whose waitKey is key); when w was the head, the
+// next waiter becomes the head. It reports whether nobody waits for set here any more.
+func (q *waitQueues) leave(set lockKeys, key string, w *waiter) (empty bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(set.keys) > 1 {
@@ -267,9 +265,8 @@ func (c *Client) heardSince(set lockKeys, mark uint64, queued bool) bool {
 // passed, a release of key by this client kicked it, or a release announced by another
 // process (wakehub.go) came after the head's last attempt started. It returns ctx.Err()
 // when ctx ends.
-func (c *Client) waitTurn(ctx context.Context, set lockKeys, w *waiter, pause time.Duration) error {
+func (c *Client) waitTurn(ctx context.Context, set lockKeys, key string, w *waiter, pause time.Duration) error {
 	queued := w.ticket != 0
-	key := set.waitKey()
 	var deadline time.Time // when the head's pause ends
 	for {
 		isHead, kicked, release := c.wait.head(key, w)

@@ -82,13 +82,13 @@ const (
 
 // Call is one command for one node.
 type Call struct {
-	Args   []any // may be shared, read-only, by the calls of one fan-out
+	Args []any // may be shared, read-only, by the calls of one fan-out
 	// Src is the source of the script that Args run with EVALSHA ("evalsha", sha1,
 	// numkeys, ...): a node that answers NOSCRIPT gets the call again as EVAL Src with the
 	// same keys and arguments. Empty for other commands.
-	Src string
-	Kind   ReplyKind
-	Keep   bool // never dropped before it is written (releases and undos)
+	Src  string
+	Kind ReplyKind
+	Keep bool // never dropped before it is written (releases and undos)
 	// Patience: how long the call may wait for its reply when that is longer than the
 	// node's timeout (command.Patience); 0 for the node's timeout.
 	Patience time.Duration
@@ -101,7 +101,7 @@ type Call struct {
 	final bool    // its real fate is known: answered, or never written
 	next  []*Call // to enqueue once final (per-node ordering after this call)
 
-	overdue atomic.Bool     // a timeout was reported before it was written (waiting behind a call)
+	overdue atomic.Bool  // a timeout was reported before it was written (waiting behind a call)
 	written atomic.Int64 // when its batch was written, in Unix ns; set only with Config.StampWrites
 
 	// OnFinal, when set, is told once that the call is final: answered, or never written
@@ -142,8 +142,8 @@ type Queue struct {
 	// refused at once until downUntil, a pause that doubles from downMin to downMax while
 	// the refusals go on, so that a misconfigured node costs a dial per pause, not one per
 	// call of every process.
-	downUntil   time.Time
-	downFor     time.Duration
+	downUntil time.Time
+	downFor   time.Duration
 
 	// The node's round trips as this process sees them (write to reply of a batch the node
 	// answered), smoothed as TCP smooths its RTT (RFC 6298): srtt the mean, rttvar the mean
@@ -800,7 +800,6 @@ func decode(kind ReplyKind, cmd *redis.Cmd) Event {
 	return Event{Val: v, Err: err}
 }
 
-
 // ErrTimeout is a node's error when it did not answer within the node timeout.
 var ErrTimeout = errors.New("no reply within the node timeout")
 
@@ -834,7 +833,6 @@ var ErrStalled = errors.New("not sent: the node is not answering (every call in 
 // last connection's authentication (connRefused) and the pause before the next try has not
 // passed.
 var ErrRefusing = errors.New("not sent: the node refused the last connection's authentication (it is tried again after a pause)")
-
 
 // Do writes one call to rc directly, outside any queue (with the NOSCRIPT fallback), and
 // returns its reply: an Event with Out Replied, whose Err is the node's or the connection's
