@@ -315,18 +315,28 @@ type reader struct {
 	urls    []nodeURL
 }
 
+// readerOptions is what a reading command's command line says about its nodes and its
+// Client: --nodes, the TLS flags, --node-timeout, --amnesia-tolerance and --counter-layout.
+type readerOptions struct {
+	nodes       string
+	tls         *tlsFlags
+	nodeTimeout time.Duration
+	amnesia     int
+	layout      redlock.CounterLayout
+}
+
 // openReader dials the real nodes named by --nodes (or the environment), with the TLS flags,
-// and makes a Client with the command's node timeout and amnesia tolerance.
-func openReader(e *env, cmd, nodesFlag string, tlsf *tlsFlags, nodeTimeout time.Duration, amnesia int, layout redlock.CounterLayout) (*reader, error) {
-	urls, _, err := realNodes(e, cmd, nodesFlag)
+// and makes a Client with the command's node timeout, amnesia tolerance and counter layout.
+func openReader(e *env, cmd string, o readerOptions) (*reader, error) {
+	urls, _, err := realNodes(e, cmd, o.nodes)
 	if err != nil {
 		return nil, err
 	}
-	if err := tlsf.apply(cmd, urls); err != nil {
+	if err := o.tls.apply(cmd, urls); err != nil {
 		return nil, err
 	}
 	clients := dialNodes(urls)
-	c, err := redlock.New(clients, redlock.WithNodeTimeout(nodeTimeout), redlock.WithAmnesiaTolerance(amnesia), redlock.WithCounterLayout(layout))
+	c, err := redlock.New(clients, redlock.WithNodeTimeout(o.nodeTimeout), redlock.WithAmnesiaTolerance(o.amnesia), redlock.WithCounterLayout(o.layout))
 	if err != nil {
 		closeClients(clients)
 		return nil, usageErrorf("%s: %s", cmd, bare(err))

@@ -60,7 +60,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if *nodeTimeout <= 0 {
 		return usageErrorf("status: --node-timeout %v must be positive", *nodeTimeout)
 	}
-	r, err := openReader(e, "status", *nodesFlag, &tlsf, *nodeTimeout, *amnesia, redlock.CounterLayout(layout))
+	r, err := openReader(e, "status", readerOptions{nodes: *nodesFlag, tls: &tlsf, nodeTimeout: *nodeTimeout, amnesia: *amnesia, layout: redlock.CounterLayout(layout)})
 	if err != nil {
 		return err
 	}
