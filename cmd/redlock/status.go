@@ -162,8 +162,12 @@ func nodeErrText(err error) string {
 
 // bare returns an error's message without the "redlock: " prefixes that the library puts
 // on its errors: the dispatcher adds one of its own.
-func bare(err error) string {
-	return oneLine(strings.ReplaceAll(err.Error(), "redlock: ", ""))
+func bare(err error) string { return bareText(err.Error()) }
+
+// bareText is bare for a message of the library's that is not an error value, such as
+// QuorumError.Detail: on one line, without the "redlock: " prefixes.
+func bareText(msg string) string {
+	return oneLine(strings.ReplaceAll(msg, "redlock: ", ""))
 }
 
 // stateWord is the one-word state of the lock: held, free or unknown.
