@@ -2,6 +2,8 @@
 
 package main
 
+// Tests of exec's descriptions of failures, from the library's typed errors.
+
 import (
 	"context"
 	"errors"

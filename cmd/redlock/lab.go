@@ -51,6 +51,8 @@ type labArgs struct {
 	prof      chaos.Profile
 }
 
+// runLab is the lab command: it runs the chosen scenarios, prints their progress and
+// summary, and writes the report files.
 func runLab(ctx context.Context, e *env, args []string) error {
 	a, err := parseLab(e, args)
 	if err != nil {

@@ -1,5 +1,7 @@
 package main
 
+// Tests of parsing node URLs and the nodes file, and the fuzz test that no password shows.
+
 import (
 	"fmt"
 	"net/url"

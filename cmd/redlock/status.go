@@ -1,5 +1,8 @@
 package main
 
+// redlock status: one lock's state on every node, as a table or JSON, and the helpers for
+// describing holders, TTLs and node errors that exec and top share.
+
 import (
 	"context"
 	"encoding/json"

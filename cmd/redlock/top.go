@@ -49,6 +49,7 @@ was printed.`
 // thousands of locks besides. A scan that stops at the limit says so.
 const topDefaultLimit = 100_000
 
+// topConfig is how top shows the locks: its flags, and what it learnt of the terminal.
 type topConfig struct {
 	interval time.Duration
 	limit    int
@@ -62,6 +63,8 @@ type topConfig struct {
 	cols     int
 }
 
+// runTop is the top command: it reads the nodes, then prints snapshots until interrupted,
+// or one.
 func runTop(ctx context.Context, e *env, args []string) error {
 	cfg, ro, err := parseTop(e, args)
 	if err != nil {
