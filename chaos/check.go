@@ -1,5 +1,9 @@
 package chaos
 
+// The checkers of a recorded history: overlapping critical sections, the token claims,
+// stale writes accepted and refused, lost writes, money conserved, and porcupine's
+// linearizability check of the store; Check gathers them into a Verdict.
+
 import (
 	"cmp"
 	"fmt"

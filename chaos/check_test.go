@@ -1,5 +1,7 @@
 package chaos
 
+// Tests of the history checkers, the store and judging, on hand-made histories.
+
 import (
 	"context"
 	"maps"

@@ -1,5 +1,7 @@
 package chaos
 
+// Tests of the report's timeline as a browser draws it (headless Chromium).
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,8 @@
 package chaos
 
+// The faults a script injects: partitions and isolated clients (fault proxies), slow,
+// killed, restarted, paused and clock-jumped nodes, and a Sentinel failover.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package chaos
 
+// What a run records: its history (critical sections, writes, faults, node spans) and the
+// Recorder that the workload, the store and the scripts write it through.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,7 @@
 package chaos
 
+// The package's TestMain and the switch to the long runs.
+
 import (
 	"context"
 	"flag"

@@ -1,5 +1,9 @@
 package chaos
 
+// The fenced store the workload writes to: per key, a write is admitted only with a token
+// at least the highest admitted so far, transfers are written whole or not at all, and
+// every write goes into the history.
+
 import (
 	"context"
 	"maps"

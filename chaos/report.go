@@ -1,5 +1,8 @@
 package chaos
 
+// The lab's report: per scenario a summary of its runs, as a text table, Markdown and an
+// HTML page with timelines, and RunLab, which runs the scenarios to fill it.
+
 import (
 	"context"
 	"fmt"

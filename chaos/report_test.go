@@ -1,5 +1,7 @@
 package chaos
 
+// Tests of the report's outputs and of the timeline against the history it draws.
+
 import (
 	"bytes"
 	"encoding/xml"

@@ -1,5 +1,8 @@
 package chaos
 
+// One run of a scenario: the profiles that size it, the Run a script works with, and
+// building, running and tearing down its cluster of real nodes, fault proxies and clients.
+
 import (
 	"context"
 	"errors"
@@ -165,12 +168,47 @@ func (s *Scenario) Run(ctx context.Context, p Profile, run int, seed uint64) (*R
 	return res, nil
 }
 
+// start builds the run's cluster and clients: the nodes (and the Sentinel group), the
+// sampler's direct connections, one Client per workload client through its own fault
+// proxies, the warm-up, and the recorder and store. On error, whatever it started is
+// stopped.
 func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (_ *Run, err error) {
 	st := s.setup
-	nClients := p.Clients
+	r := s.newRun(p, seed)
+	defer func() {
+		if err != nil {
+			r.close()
+		}
+	}()
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.startNodes(startCtx, st); err != nil {
+		return nil, err
+	}
 	retry := p.RetryDelay
 	if st.storm {
-		nClients, retry = p.StormClients, p.StormRetryDelay
+		retry = p.StormRetryDelay
+	}
+	if err := r.startClients(st, retry, seed); err != nil {
+		return nil, err
+	}
+	r.quorum = r.clients[0].Quorum()
+	if err := r.warmUp(startCtx); err != nil {
+		return nil, err
+	}
+	r.rec = NewRecorder(History{Scenario: s.Name, Run: run, Seed: seed, Nodes: st.nodes, Clients: r.nClients,
+		Quorum: r.quorum, TTL: p.TTL, Keys: r.keys})
+	r.reg = NewRegister(r.rec)
+	return r, nil
+}
+
+// newRun returns the run before anything is started: its keys, its number of clients (the
+// storm's in a retry storm), the script's random source and the default plan.
+func (s *Scenario) newRun(p Profile, seed uint64) *Run {
+	st := s.setup
+	nClients := p.Clients
+	if st.storm {
+		nClients = p.StormClients
 	}
 	keys := []string{"chaos:" + s.Name}
 	if st.slotKeys {
@@ -182,31 +220,31 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 	r := &Run{Scenario: s, Profile: p, Rand: rand.New(rand.NewPCG(seed, 0x5eed)), keys: keys, ttl: p.TTL,
 		nClients: nClients}
 	r.defPlan = Plan{Writes: st.writes, Gap: p.TTL / 40}
-	defer func() {
-		if err != nil {
-			r.close()
-		}
-	}()
+	return r
+}
 
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+// startNodes starts the nodes: the Sentinel group first when the scenario has one (node 0),
+// then plain redis-server processes, with a direct connection to each and the sampler's
+// Client on those.
+func (r *Run) startNodes(ctx context.Context, st setup) (err error) {
+	p := r.Profile
 	cfg := redisproc.Config{Persist: st.persist, ExtraArgs: []string{"--maxmemory-policy", "noeviction"}}
 	r.groupNode = -1
 	plain := st.nodes
 	if st.sentinel {
 		// The lab fails the group over itself (FailoverNode); a long down-after keeps the
 		// Sentinels from failing it over on their own when a loaded machine starves the master.
-		r.group, err = redisproc.StartSentinelGroup(startCtx, redisproc.SentinelConfig{Config: cfg, Masters: 1, Replicas: 1,
+		r.group, err = redisproc.StartSentinelGroup(ctx, redisproc.SentinelConfig{Config: cfg, Masters: 1, Replicas: 1,
 			Sentinels: 3, DownAfter: 30 * time.Second})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.groupNode, plain = 0, st.nodes-1
 		r.nodes = append(r.nodes, nil)
 	}
-	r.cluster, err = redisproc.Start(startCtx, plain, cfg)
+	r.cluster, err = redisproc.Start(ctx, plain, cfg)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r.nodes = append(r.nodes, r.cluster.Nodes()...)
 	for n, node := range r.nodes {
@@ -219,10 +257,15 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 			MaxRetries: -1, DialTimeout: p.NodeTimeout}))
 	}
 	r.status, err = redlock.New(universal(r.direct), redlock.WithNodeTimeout(p.NodeTimeout/2))
-	if err != nil {
-		return nil, err
-	}
-	for c := range nClients {
+	return err
+}
+
+// startClients makes the workload clients: per client a connection to every node (through
+// its own fault proxies unless the scenario is direct), a Client with the scenario's
+// options on them, and its worker, seeded from seed.
+func (r *Run) startClients(st setup, retry time.Duration, seed uint64) error {
+	p := r.Profile
+	for c := range r.nClients {
 		var links [][]*faultproxy.Proxy
 		var cs []*redis.Client
 		for n := range r.nodes {
@@ -236,7 +279,7 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 			if err != nil {
 				r.conns = append(r.conns, cs) // so that close closes them
 				r.proxies = append(r.proxies, links)
-				return nil, err
+				return err
 			}
 		}
 		if !st.direct {
@@ -253,19 +296,12 @@ func (s *Scenario) start(ctx context.Context, p Profile, run int, seed uint64) (
 		}
 		cl, err := redlock.New(universal(cs), opts...)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		r.clients = append(r.clients, cl)
 		r.workers = append(r.workers, &worker{id: c, rng: rand.New(rand.NewPCG(seed, uint64(c))), gate: newGate()})
 	}
-	r.quorum = r.clients[0].Quorum()
-	if err := r.warmUp(startCtx); err != nil {
-		return nil, err
-	}
-	r.rec = NewRecorder(History{Scenario: s.Name, Run: run, Seed: seed, Nodes: st.nodes, Clients: nClients,
-		Quorum: r.quorum, TTL: p.TTL, Keys: keys})
-	r.reg = NewRegister(r.rec)
-	return r, nil
+	return nil
 }
 
 // groupMaster is the master name of the Sentinel node's group.
@@ -348,6 +384,7 @@ func (r *Run) warmUp(ctx context.Context) error {
 	return nil
 }
 
+// universal returns the clients as go-redis UniversalClients, as redlock.New takes them.
 func universal(cs []*redis.Client) []redis.UniversalClient {
 	out := make([]redis.UniversalClient, len(cs))
 	for i, c := range cs {

@@ -1,5 +1,8 @@
 package chaos
 
+// The sampler: reads every key's state on every node directly, not through the fault
+// proxies, for the timeline's node rows, and notes the fence counters when a script asks.
+
 import (
 	"context"
 	"fmt"

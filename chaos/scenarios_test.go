@@ -1,5 +1,7 @@
 package chaos
 
+// TestScenarios: every scenario of the lab on real redis-server processes.
+
 import (
 	"context"
 	"testing"

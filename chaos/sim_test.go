@@ -1,5 +1,7 @@
 package chaos
 
+// The simulator: the lab in miniature on a fake clock, driven by rapid.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,8 @@
 package chaos
 
+// The workload: clients looping on Do (DoMulti for transfers) and writing to the store
+// under their locks, the plans that scripts give them, and the gates that park them.
+
 import (
 	"context"
 	"errors"

@@ -2,6 +2,8 @@
 
 package main
 
+// Helpers for the tests that run the built redlock binary as a user would.
+
 import (
 	"context"
 	"fmt"

@@ -1,5 +1,8 @@
 package main
 
+// redlock demo: the settlement story in three acts, on embedded nodes or real ones, showing
+// what a lock and its fencing tokens prevent (double payouts, a late holder's write).
+
 import (
 	"context"
 	crand "crypto/rand"

@@ -1,5 +1,7 @@
 package main
 
+// Tests of redlock demo, and the package's TestMain and in-process command-line helpers.
+
 import (
 	"bytes"
 	"context"

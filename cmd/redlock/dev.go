@@ -1,5 +1,8 @@
 package main
 
+// redlock dev: N embedded Redis nodes in this process, for trying exec, status and top
+// without installing Redis.
+
 import (
 	"context"
 	"fmt"

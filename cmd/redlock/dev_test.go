@@ -2,6 +2,8 @@
 
 package main
 
+// Tests of redlock dev, and of the command lines of dev and status.
+
 import (
 	"context"
 	"fmt"

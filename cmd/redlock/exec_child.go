@@ -2,6 +2,10 @@
 
 package main
 
+// The supervision of exec's command: its environment, its start in a process group of its
+// own, the signals passed on to that group, SIGTERM and SIGKILL when the lock is lost, and
+// the wait until nothing of the group is left.
+
 import (
 	"context"
 	"fmt"
@@ -105,104 +109,155 @@ func (x *execRun) supervise(fctx context.Context, l heldLock, fwd <-chan os.Sign
 		res.startErr = err
 		return res
 	}
-	pgid := cmd.Process.Pid
 	exited := make(chan struct{})
-	go func() { // owned here: every return below comes after exited is closed
+	go func() { // owned here: every return of watch comes after exited is closed
 		_ = cmd.Wait()
 		close(exited)
 	}()
+	s := &supervisor{x: x, l: l, cmd: cmd, res: res, pgid: cmd.Process.Pid, tty: tty, foreground: foreground,
+		fwd: fwd, lost: fctx.Done(), done: exited}
+	defer s.stopTimers()
+	s.watch()
+	return res
+}
 
-	var (
-		done    = (<-chan struct{})(exited)
-		lost    = fctx.Done()
-		killC   <-chan time.Time
-		pollC   <-chan time.Time
-		killTm  *time.Timer
-		killDue time.Time // when SIGKILL is due; zero until SIGTERM was sent
-	)
-	defer func() {
-		if killTm != nil {
-			killTm.Stop()
-		}
-	}()
-	// terminate sends SIGTERM to the group once, and arms SIGKILL for at (or keeps an
-	// earlier one).
-	terminate := func(at time.Time) {
-		now := time.Now()
-		if res.termAt.IsZero() {
-			res.termAt = now
-			_ = signalGroup(pgid, syscall.SIGTERM)
-		}
-		if !res.killAt.IsZero() || (!killDue.IsZero() && !at.Before(killDue)) {
-			return // SIGKILL sent already, or due no later than at
-		}
-		if killTm != nil {
-			killTm.Stop()
-		}
-		killDue = at
-		killTm = time.NewTimer(at.Sub(now))
-		killC = killTm.C
-	}
-	kill := func() {
-		killC = nil
-		res.killAt = time.Now()
-		x.notef("sending SIGKILL to the command's process group")
-		_ = signalGroup(pgid, syscall.SIGKILL)
-	}
-	var ticker *time.Ticker
-	defer func() {
-		if ticker != nil {
-			ticker.Stop()
-		}
-	}()
+// supervisor is the state of one supervision: the command and its process group, what
+// happened to them so far, and the events still awaited (a nil channel is one that no
+// longer matters).
+type supervisor struct {
+	x          *execRun
+	l          heldLock
+	cmd        *exec.Cmd
+	res        *childResult
+	pgid       int
+	tty        int
+	foreground bool // the command was given the terminal: take it back when it exits
+
+	fwd     <-chan os.Signal
+	lost    <-chan struct{} // the lock is being lost
+	done    <-chan struct{} // the command exited
+	killC   <-chan time.Time
+	pollC   <-chan time.Time
+	killTm  *time.Timer
+	killDue time.Time // when SIGKILL is due; zero until SIGTERM was sent
+	ticker  *time.Ticker
+}
+
+// watch handles the supervision's events until the command has exited and its group is
+// empty, or is stuck killWait after SIGKILL.
+func (s *supervisor) watch() {
 	for {
 		// An overdue SIGKILL goes first: after a scheduling delay several events may be
 		// ready at once, and select would pick one of them at random.
-		if !killDue.IsZero() && res.killAt.IsZero() && !time.Now().Before(killDue) {
-			kill()
+		if !s.killDue.IsZero() && s.res.killAt.IsZero() && !time.Now().Before(s.killDue) {
+			s.kill()
 		}
 		select {
-		case s := <-fwd:
-			x.notef("forwarding %s to the command", signalName(s))
-			_ = signalGroup(pgid, s)
-		case <-lost:
-			lost = nil
-			res.lost = true
-			at := time.Now().Add(cfg.grace)
-			if last := l.until().Add(-killSafety(cfg.ttl)); last.Before(at) {
-				at = last // the renewer was late: keep SIGKILL ahead of the deadline
+		case sig := <-s.fwd:
+			s.x.notef("forwarding %s to the command", signalName(sig))
+			_ = signalGroup(s.pgid, sig)
+		case <-s.lost:
+			s.lockLost()
+		case <-s.done:
+			if s.exited() {
+				return
 			}
-			x.notef("lock lost: sending SIGTERM to the command, SIGKILL in %v", time.Until(at).Round(time.Millisecond))
-			terminate(at)
-		case <-done:
-			done = nil
-			res.state, res.exitedAt = cmd.ProcessState, time.Now()
-			if foreground {
-				restoreForeground(tty)
+		case <-s.pollC:
+			if s.polled() {
+				return
 			}
-			if !groupAlive(pgid) {
-				return res
-			}
-			res.leftovers = true
-			if res.termAt.IsZero() {
-				fmt.Fprintf(x.e.stderr, "redlock: exec: the command exited but left processes running in its process group; "+
-					"sending them SIGTERM (SIGKILL in %v) before releasing the lock\n", cfg.grace)
-				terminate(time.Now().Add(cfg.grace))
-			}
-			ticker = time.NewTicker(groupPoll)
-			pollC = ticker.C
-		case <-pollC:
-			if !groupAlive(pgid) {
-				return res
-			}
-			if !res.killAt.IsZero() && time.Since(res.killAt) > killWait {
-				res.stuck = true
-				return res
-			}
-		case <-killC:
-			if res.killAt.IsZero() {
-				kill()
+		case <-s.killC:
+			if s.res.killAt.IsZero() {
+				s.kill()
 			}
 		}
+	}
+}
+
+// lockLost sends the group SIGTERM, with SIGKILL due --grace later, or earlier when the
+// renewer was late: no later than killSafety before the validity deadline.
+func (s *supervisor) lockLost() {
+	cfg := s.x.cfg
+	s.lost = nil
+	s.res.lost = true
+	at := time.Now().Add(cfg.grace)
+	if last := s.l.until().Add(-killSafety(cfg.ttl)); last.Before(at) {
+		at = last // the renewer was late: keep SIGKILL ahead of the deadline
+	}
+	s.x.notef("lock lost: sending SIGTERM to the command, SIGKILL in %v", time.Until(at).Round(time.Millisecond))
+	s.terminate(at)
+}
+
+// exited records the command's exit and reports whether the supervision is over: it is
+// unless processes are left in the group, which then get SIGTERM (unless they already
+// did) and are polled until they are gone.
+func (s *supervisor) exited() bool {
+	cfg := s.x.cfg
+	s.done = nil
+	s.res.state, s.res.exitedAt = s.cmd.ProcessState, time.Now()
+	if s.foreground {
+		restoreForeground(s.tty)
+	}
+	if !groupAlive(s.pgid) {
+		return true
+	}
+	s.res.leftovers = true
+	if s.res.termAt.IsZero() {
+		fmt.Fprintf(s.x.e.stderr, "redlock: exec: the command exited but left processes running in its process group; "+
+			"sending them SIGTERM (SIGKILL in %v) before releasing the lock\n", cfg.grace)
+		s.terminate(time.Now().Add(cfg.grace))
+	}
+	s.ticker = time.NewTicker(groupPoll)
+	s.pollC = s.ticker.C
+	return false
+}
+
+// polled reports whether the supervision is over once the command has exited: its group is
+// empty, or still there killWait after SIGKILL (stuck).
+func (s *supervisor) polled() bool {
+	if !groupAlive(s.pgid) {
+		return true
+	}
+	if !s.res.killAt.IsZero() && time.Since(s.res.killAt) > killWait {
+		s.res.stuck = true
+		return true
+	}
+	return false
+}
+
+// terminate sends SIGTERM to the group once, and arms SIGKILL for at (or keeps an earlier
+// one).
+func (s *supervisor) terminate(at time.Time) {
+	now := time.Now()
+	if s.res.termAt.IsZero() {
+		s.res.termAt = now
+		_ = signalGroup(s.pgid, syscall.SIGTERM)
+	}
+	if !s.res.killAt.IsZero() || (!s.killDue.IsZero() && !at.Before(s.killDue)) {
+		return // SIGKILL sent already, or due no later than at
+	}
+	if s.killTm != nil {
+		s.killTm.Stop()
+	}
+	s.killDue = at
+	s.killTm = time.NewTimer(at.Sub(now))
+	s.killC = s.killTm.C
+}
+
+// kill sends SIGKILL to the group.
+func (s *supervisor) kill() {
+	s.killC = nil
+	s.res.killAt = time.Now()
+	s.x.notef("sending SIGKILL to the command's process group")
+	_ = signalGroup(s.pgid, syscall.SIGKILL)
+}
+
+// stopTimers stops the SIGKILL timer and the group's poll, whichever were started.
+func (s *supervisor) stopTimers() {
+	if s.killTm != nil {
+		s.killTm.Stop()
+	}
+	if s.ticker != nil {
+		s.ticker.Stop()
 	}
 }

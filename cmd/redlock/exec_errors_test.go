@@ -2,10 +2,13 @@
 
 package main
 
+// Tests of exec's descriptions of failures, from the library's typed errors.
+
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-multierror"
@@ -42,6 +45,18 @@ func TestExecMessagesFromTypedErrors(t *testing.T) {
 	acquire := &redlock.QuorumError{Op: "acquire", Key: "a", Keys: []string{"a", "b"}, Quorum: 2, Agreed: 1, Total: 3,
 		Cause: context.Canceled}
 	if got, want := attemptDetail(acquire), "acquire: 1 of 3 nodes agreed, quorum is 2: context canceled"; got != want {
+		t.Errorf("attemptDetail = %q, want %q", got, want)
+	}
+	// The vote is the library's own rendering (QuorumError.Detail), on one line and without
+	// the library's "redlock: " prefixes, also those inside a cause or a node's error.
+	nested := &redlock.QuorumError{Op: "acquire", Key: "a", Quorum: 2, Agreed: 0, Total: 3,
+		Cause: fmt.Errorf("gave up: %w", redlock.ErrNotAcquired),
+		Nodes: &multierror.Error{Errors: []error{
+			&redlock.NodeError{Node: 1, Addr: "127.0.0.1:7001", Err: fmt.Errorf("dial failed\nagain: %w", redlock.ErrClosed)},
+		}}}
+	want := "acquire: 0 of 3 nodes agreed, quorum is 2: gave up: lock not acquired; node 1 (127.0.0.1:7001): dial failed; again: " +
+		strings.TrimPrefix(redlock.ErrClosed.Error(), "redlock: ")
+	if got := attemptDetail(nested); got != want {
 		t.Errorf("attemptDetail = %q, want %q", got, want)
 	}
 	plain := fmt.Errorf("%w: %w", redlock.ErrNotAcquired, context.DeadlineExceeded)

@@ -2,6 +2,8 @@
 
 package main
 
+// exec on systems without process groups and POSIX signals: not available.
+
 import (
 	"context"
 	"errors"

@@ -2,6 +2,9 @@
 
 package main
 
+// The signals exec receives: while the lock is being acquired they abort the acquire (as
+// does the end of --wait); once the command runs they are passed on to its process group.
+
 import (
 	"context"
 	"errors"

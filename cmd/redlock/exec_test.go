@@ -2,6 +2,8 @@
 
 package main
 
+// Tests of redlock exec, with the built binary against real redis-server nodes.
+
 import (
 	"context"
 	"encoding/json"

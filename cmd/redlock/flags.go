@@ -1,5 +1,8 @@
 package main
 
+// Flag parsing shared by the commands: flags mixed with positional arguments, durations
+// that say when a unit is missing, --counter-layout.
+
 import (
 	"errors"
 	"flag"

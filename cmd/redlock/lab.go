@@ -1,10 +1,14 @@
 package main
 
+// redlock lab: runs the chaos lab's scenarios (package chaos) on real redis-server
+// processes, prints their progress and summary, and writes the report files.
+
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,59 +42,28 @@ const (
 	labOutDefault  = "lab-report"
 )
 
-func runLab(ctx context.Context, e *env, args []string) error {
-	var list strings.Builder
-	for _, s := range chaos.Scenarios() {
-		fmt.Fprintf(&list, "  %-24s %s\n", s.Name, s.Summary)
-	}
-	fs := newFlagSet("lab", "[--scenario NAME] [--runs N] [--seed S] [--out DIR] [--quick]", fmt.Sprintf(labAbout, list.String()))
-	scenario := fs.String("scenario", "all", "run only the scenario `NAME` (or a comma-separated list of names)")
-	runs := fs.Int("runs", labDefaultRuns, "runs of each scenario")
-	seed := fs.Uint64("seed", 1, "seed of the scripts' random choices (which client, which nodes); run i uses seed S+i")
-	out := fs.String("out", labOutDefault, "directory to write the report to, created if missing")
-	quick := fs.Bool("quick", false, "the tests' profile: TTL 1s and short phases (default: the full profile, TTL 2s)")
-	if err := parseFlags(fs, e, args); err != nil {
-		return err
-	}
-	if *runs < 1 || *runs > labMaxRuns {
-		return usageErrorf("lab: --runs %d is outside [1, %d]", *runs, labMaxRuns)
-	}
-	scs, err := selectScenarios(*scenario)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(*out) == "" {
-		return usageErrorf("lab: --out is empty")
-	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		return errors.New("lab: redis-server not found on PATH; the lab runs real nodes (on Debian: apt-get install -y redis-server)")
-	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return fmt.Errorf("lab: %w", err)
-	}
-	// Make sure the report can be written before spending minutes on the runs.
-	probe, err := os.CreateTemp(*out, ".redlock-lab-probe-*")
-	if err != nil {
-		return fmt.Errorf("lab: --out %s is not writable: %w", *out, err)
-	}
-	probe.Close()
-	os.Remove(probe.Name())
-	prof := chaos.Full
-	if *quick {
-		prof = chaos.Quick
-	}
+// labArgs is lab's parsed and checked command line.
+type labArgs struct {
+	scenarios []*chaos.Scenario
+	runs      int
+	seed      uint64
+	out       string
+	prof      chaos.Profile
+}
 
-	fmt.Fprintf(e.stdout, "redlock lab: %d scenarios × %d runs, profile %s (TTL %v), seed %d\n", len(scs), *runs, prof.Name, prof.TTL, *seed)
-	rep, err := chaos.RunLab(ctx, chaos.LabOptions{Scenarios: scs, Runs: *runs, Seed: *seed, Profile: prof,
-		Progress: func(r *chaos.Result) {
-			v := r.Verdict
-			verdict := "as expected"
-			if !r.OK() {
-				verdict = "UNEXPECTED: " + strings.Join(r.Problems, "; ")
-			}
-			fmt.Fprintf(e.stdout, "  %-24s run %d (seed %d): %4d acquisitions, %d ME violations, %d stale writes rejected, %d accepted, porcupine %s: %s\n",
-				r.Scenario, r.Run, r.Seed, v.Acquisitions, v.Violations, v.StaleRejected, len(v.StaleAccepted), v.Linearizable, verdict)
-		}})
+// runLab is the lab command: it runs the chosen scenarios, prints their progress and
+// summary, and writes the report files.
+func runLab(ctx context.Context, e *env, args []string) error {
+	a, err := parseLab(e, args)
+	if err != nil {
+		return err
+	}
+	if err := labReady(a.out); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "redlock lab: %d scenarios × %d runs, profile %s (TTL %v), seed %d\n", len(a.scenarios), a.runs, a.prof.Name, a.prof.TTL, a.seed)
+	rep, err := chaos.RunLab(ctx, chaos.LabOptions{Scenarios: a.scenarios, Runs: a.runs, Seed: a.seed, Profile: a.prof,
+		Progress: labProgress(e.stdout)})
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("lab: interrupted: %w", ctx.Err())
@@ -102,7 +75,7 @@ func runLab(ctx context.Context, e *env, args []string) error {
 	if err := rep.WriteSummary(e.stdout); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
-	files, err := writeLabFiles(*out, rep)
+	files, err := writeLabFiles(a.out, rep)
 	if err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
@@ -115,9 +88,73 @@ func runLab(ctx context.Context, e *env, args []string) error {
 			}
 		}
 		return fmt.Errorf("lab: %d scenarios did not behave as expected: %s (details in %s)",
-			len(bad), strings.Join(bad, ", "), filepath.Join(*out, "report.md"))
+			len(bad), strings.Join(bad, ", "), filepath.Join(a.out, "report.md"))
 	}
 	return nil
+}
+
+// parseLab parses and checks lab's command line; its help lists the scenarios.
+func parseLab(e *env, args []string) (labArgs, error) {
+	var list strings.Builder
+	for _, s := range chaos.Scenarios() {
+		fmt.Fprintf(&list, "  %-24s %s\n", s.Name, s.Summary)
+	}
+	fs := newFlagSet("lab", "[--scenario NAME] [--runs N] [--seed S] [--out DIR] [--quick]", fmt.Sprintf(labAbout, list.String()))
+	scenario := fs.String("scenario", "all", "run only the scenario `NAME` (or a comma-separated list of names)")
+	runs := fs.Int("runs", labDefaultRuns, "runs of each scenario")
+	seed := fs.Uint64("seed", 1, "seed of the scripts' random choices (which client, which nodes); run i uses seed S+i")
+	out := fs.String("out", labOutDefault, "directory to write the report to, created if missing")
+	quick := fs.Bool("quick", false, "the tests' profile: TTL 1s and short phases (default: the full profile, TTL 2s)")
+	if err := parseFlags(fs, e, args); err != nil {
+		return labArgs{}, err
+	}
+	if *runs < 1 || *runs > labMaxRuns {
+		return labArgs{}, usageErrorf("lab: --runs %d is outside [1, %d]", *runs, labMaxRuns)
+	}
+	scs, err := selectScenarios(*scenario)
+	if err != nil {
+		return labArgs{}, err
+	}
+	if strings.TrimSpace(*out) == "" {
+		return labArgs{}, usageErrorf("lab: --out is empty")
+	}
+	a := labArgs{scenarios: scs, runs: *runs, seed: *seed, out: *out, prof: chaos.Full}
+	if *quick {
+		a.prof = chaos.Quick
+	}
+	return a, nil
+}
+
+// labReady checks what the lab needs before spending minutes on the runs: redis-server on
+// PATH, and an output directory (created if missing) that the report can be written to.
+func labReady(out string) error {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		return errors.New("lab: redis-server not found on PATH; the lab runs real nodes (on Debian: apt-get install -y redis-server)")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	probe, err := os.CreateTemp(out, ".redlock-lab-probe-*")
+	if err != nil {
+		return fmt.Errorf("lab: --out %s is not writable: %w", out, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	return nil
+}
+
+// labProgress returns the lab's progress report: one line on w per finished run, with its
+// counts and whether it behaved as its scenario expects.
+func labProgress(w io.Writer) func(r *chaos.Result) {
+	return func(r *chaos.Result) {
+		v := r.Verdict
+		verdict := "as expected"
+		if !r.OK() {
+			verdict = "UNEXPECTED: " + strings.Join(r.Problems, "; ")
+		}
+		fmt.Fprintf(w, "  %-24s run %d (seed %d): %4d acquisitions, %d ME violations, %d stale writes rejected, %d accepted, porcupine %s: %s\n",
+			r.Scenario, r.Run, r.Seed, v.Acquisitions, v.Violations, v.StaleRejected, len(v.StaleAccepted), v.Linearizable, verdict)
+	}
 }
 
 // selectScenarios turns --scenario into scenarios: "all", one name, or a comma-separated

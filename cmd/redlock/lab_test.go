@@ -1,5 +1,7 @@
 package main
 
+// Tests of redlock lab: its help, its command line and one quick run.
+
 import (
 	"bytes"
 	"context"

@@ -1,5 +1,7 @@
 package main
 
+// The demo's payment ledger, a store that can enforce fencing tokens, as a real store must.
+
 import (
 	"sync"
 

@@ -1,15 +1,14 @@
 package main
 
-// The nodes a command works with: where the list comes from (--nodes, the environment, a
-// file), dialling and pinging them, and the embedded nodes of the demo. Parsing the URLs
-// and hiding their passwords is in nodeurl.go.
+// Connecting to the nodes a command works with: dialling and pinging them, and starting
+// the embedded nodes of the demo. Where the node list comes from is in nodelist.go;
+// parsing its URLs and hiding their passwords is in nodeurl.go.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -18,22 +17,6 @@ import (
 	"github.com/quorumlock/redlock/internal/embedded"
 	"github.com/redis/go-redis/v9"
 )
-
-// nodesEnv is the environment variable that names real nodes when --nodes is not given.
-const nodesEnv = "REDLOCK_NODES"
-
-// nodesFileEnv names a file that holds the node list, for credentials that should appear
-// neither in argv (/proc/PID/cmdline) nor in the environment of every child: one or more
-// URLs per line, separated by commas or new lines; blank lines and lines starting with '#'
-// are skipped. Used when neither --nodes nor REDLOCK_NODES is given.
-const nodesFileEnv = "REDLOCK_NODES_FILE"
-
-// authEnv is the password for the nodes whose URL has none, as redis-cli reads it.
-const authEnv = "REDISCLI_AUTH"
-
-// credentialEnv lists the variables that carry node addresses or credentials; exec removes
-// them from its command's environment unless --keep-node-env is given.
-var credentialEnv = []string{nodesEnv, nodesFileEnv, authEnv}
 
 // pingTimeout bounds the reachability check of real nodes.
 const pingTimeout = 2 * time.Second
@@ -45,37 +28,6 @@ type nodeSet struct {
 	addrs    []string
 	source   string          // where the nodes came from: "--nodes", "REDLOCK_NODES" or "embedded"
 	embedded *embedded.Nodes // nil for real nodes
-}
-
-// nodeSpec returns the node list the user asked for: the --nodes flag's value, else the
-// REDLOCK_NODES environment variable, and which of the two it came from. An empty spec
-// means no real nodes were named.
-func nodeSpec(e *env, flagValue string) (spec, source string, err error) {
-	if strings.TrimSpace(flagValue) != "" {
-		return flagValue, "--nodes", nil
-	}
-	if v := e.getenv(nodesEnv); strings.TrimSpace(v) != "" {
-		return v, nodesEnv, nil
-	}
-	if path := e.getenv(nodesFileEnv); strings.TrimSpace(path) != "" {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return "", "", fmt.Errorf("%s: %v", nodesFileEnv, err)
-		}
-		var entries []string
-		for line := range strings.Lines(string(b)) {
-			line = strings.TrimSpace(line)
-			if line == "" || strings.HasPrefix(line, "#") {
-				continue
-			}
-			entries = append(entries, strings.TrimRight(line, ","))
-		}
-		if len(entries) == 0 {
-			return "", "", fmt.Errorf("%s: %s names no nodes", nodesFileEnv, path)
-		}
-		return strings.Join(entries, ","), nodesFileEnv + " (" + path + ")", nil
-	}
-	return "", "", nil
 }
 
 // openNodes connects to the real nodes named by spec and checks that every one answers PING
@@ -270,24 +222,6 @@ func waitFor(done <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// realNodes resolves the node list of a command that needs real nodes (exec, status, top): the
-// --nodes flag, else REDLOCK_NODES. No list at all is a usage error that points at
-// 'redlock dev'; a malformed list is an ordinary error naming the bad entry.
-func realNodes(e *env, cmdName, flagValue string) ([]nodeURL, string, error) {
-	spec, source, err := nodeSpec(e, flagValue)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", cmdName, err)
-	}
-	if spec == "" {
-		return nil, "", usageErrorf("%s: no nodes: pass --nodes redis://HOST:PORT,... or set %s or %s (try 'redlock dev' for local nodes)", cmdName, nodesEnv, nodesFileEnv)
-	}
-	urls, err := parseNodeURLs(spec, source, e.getenv(authEnv))
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", cmdName, err)
-	}
-	return urls, source, nil
-}
-
 // describe says in a few words which nodes these are.
 func (s *nodeSet) describe() string {
 	if s.embedded != nil {
@@ -315,18 +249,28 @@ type reader struct {
 	urls    []nodeURL
 }
 
+// readerOptions is what a reading command's command line says about its nodes and its
+// Client: --nodes, the TLS flags, --node-timeout, --amnesia-tolerance and --counter-layout.
+type readerOptions struct {
+	nodes       string
+	tls         *tlsFlags
+	nodeTimeout time.Duration
+	amnesia     int
+	layout      redlock.CounterLayout
+}
+
 // openReader dials the real nodes named by --nodes (or the environment), with the TLS flags,
-// and makes a Client with the command's node timeout and amnesia tolerance.
-func openReader(e *env, cmd, nodesFlag string, tlsf *tlsFlags, nodeTimeout time.Duration, amnesia int, layout redlock.CounterLayout) (*reader, error) {
-	urls, _, err := realNodes(e, cmd, nodesFlag)
+// and makes a Client with the command's node timeout, amnesia tolerance and counter layout.
+func openReader(e *env, cmd string, o readerOptions) (*reader, error) {
+	urls, _, err := realNodes(e, cmd, o.nodes)
 	if err != nil {
 		return nil, err
 	}
-	if err := tlsf.apply(cmd, urls); err != nil {
+	if err := o.tls.apply(cmd, urls); err != nil {
 		return nil, err
 	}
 	clients := dialNodes(urls)
-	c, err := redlock.New(clients, redlock.WithNodeTimeout(nodeTimeout), redlock.WithAmnesiaTolerance(amnesia), redlock.WithCounterLayout(layout))
+	c, err := redlock.New(clients, redlock.WithNodeTimeout(o.nodeTimeout), redlock.WithAmnesiaTolerance(o.amnesia), redlock.WithCounterLayout(o.layout))
 	if err != nil {
 		closeClients(clients)
 		return nil, usageErrorf("%s: %s", cmd, bare(err))

@@ -2,6 +2,9 @@
 
 package main
 
+// Tests of reaching the nodes when one of them hangs: the PING preflight, shutdown and
+// the commands.
+
 import (
 	"encoding/json"
 	"errors"

@@ -1,8 +1,8 @@
 package main
 
-// The pure half of the node list: parsing node URLs and hiding their passwords, apart from
-// dialling and pinging the nodes (nodes.go), so that it can be fuzzed (FuzzNodeURLSecret)
-// without a server.
+// The pure half of the node list: parsing the nodes file and the node URLs, and hiding
+// their passwords, apart from reading the list (nodelist.go) and dialling and pinging the
+// nodes (nodes.go), so that it can be fuzzed (FuzzNodeURLSecret) without a server.
 
 import (
 	"errors"
@@ -17,6 +17,21 @@ import (
 type nodeURL struct {
 	raw  string
 	opts *redis.Options
+}
+
+// nodesFileEntries returns the entries of a nodes file ($REDLOCK_NODES_FILE): one or more
+// URLs per line, separated by commas or new lines; blank lines and lines starting with '#'
+// are skipped, and a line's trailing commas are dropped.
+func nodesFileEntries(text string) []string {
+	var entries []string
+	for line := range strings.Lines(text) {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		entries = append(entries, strings.TrimRight(line, ","))
+	}
+	return entries
 }
 
 // parseNodeURLs parses a comma-separated list of redis:// (or rediss://, unix://) URLs.

@@ -1,5 +1,7 @@
 package main
 
+// Tests of parsing node URLs and the nodes file, and the fuzz test that no password shows.
+
 import (
 	"fmt"
 	"net/url"
@@ -161,5 +163,19 @@ func TestNodeURLHost(t *testing.T) {
 		if _, err := parseNodeURLs(ok, "--nodes", ""); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
+	}
+}
+
+// TestNodesFileEntries: a nodes file's blank lines and comments are skipped, every other
+// line is one entry, and a line's trailing commas go.
+func TestNodesFileEntries(t *testing.T) {
+	text := "# the nodes\n\n  redis://a:1,redis://b:2,\n\t# redis://old:3\nredis://c:3,,\r\nredis://d:4"
+	got := nodesFileEntries(text)
+	want := []string{"redis://a:1,redis://b:2", "redis://c:3", "redis://d:4"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("nodesFileEntries = %q, want %q", got, want)
+	}
+	if got := nodesFileEntries("# only a comment\n\n"); len(got) != 0 {
+		t.Errorf("nodesFileEntries of a file without entries = %q, want none", got)
 	}
 }

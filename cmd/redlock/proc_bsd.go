@@ -2,6 +2,9 @@
 
 package main
 
+// Process groups for exec's command on the BSDs and macOS: no parent-death signal, and a
+// group counts as alive while any member exists, zombies included.
+
 import (
 	"errors"
 	"syscall"

@@ -1,5 +1,8 @@
 package main
 
+// Process groups for exec's command on Linux: the kernel kills the command if redlock dies,
+// and /proc tells a live group from one of zombies.
+
 import (
 	"bytes"
 	"errors"

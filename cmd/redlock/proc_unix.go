@@ -2,6 +2,9 @@
 
 package main
 
+// Signals for exec on every Unix: which ones are forwarded, sending them to a process group,
+// their names and numbers, and a finished command's exit status as a shell reports it.
+
 import (
 	"errors"
 	"fmt"

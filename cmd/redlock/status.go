@@ -1,5 +1,8 @@
 package main
 
+// redlock status: one lock's state on every node, as a table or JSON, and the helpers for
+// describing holders, TTLs and node errors that exec and top share.
+
 import (
 	"context"
 	"encoding/json"
@@ -60,7 +63,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if *nodeTimeout <= 0 {
 		return usageErrorf("status: --node-timeout %v must be positive", *nodeTimeout)
 	}
-	r, err := openReader(e, "status", *nodesFlag, &tlsf, *nodeTimeout, *amnesia, redlock.CounterLayout(layout))
+	r, err := openReader(e, "status", readerOptions{nodes: *nodesFlag, tls: &tlsf, nodeTimeout: *nodeTimeout, amnesia: *amnesia, layout: redlock.CounterLayout(layout)})
 	if err != nil {
 		return err
 	}
@@ -162,8 +165,12 @@ func nodeErrText(err error) string {
 
 // bare returns an error's message without the "redlock: " prefixes that the library puts
 // on its errors: the dispatcher adds one of its own.
-func bare(err error) string {
-	return oneLine(strings.ReplaceAll(err.Error(), "redlock: ", ""))
+func bare(err error) string { return bareText(err.Error()) }
+
+// bareText is bare for a message of the library's that is not an error value, such as
+// QuorumError.Detail: on one line, without the "redlock: " prefixes.
+func bareText(msg string) string {
+	return oneLine(strings.ReplaceAll(msg, "redlock: ", ""))
 }
 
 // stateWord is the one-word state of the lock: held, free or unknown.

@@ -1,5 +1,7 @@
 package main
 
+// Tests of the TLS flags against redis-server nodes that speak TLS.
+
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"

@@ -1,5 +1,8 @@
 package main
 
+// The TLS flags of the commands that reach real nodes (exec, status, top), for rediss://
+// nodes with a private CA or client certificates.
+
 import (
 	"crypto/tls"
 	"crypto/x509"

@@ -2,6 +2,8 @@
 
 package main
 
+// Tests of redlock top against real nodes: discovery, snapshots, JSON, the glob matcher.
+
 import (
 	"encoding/json"
 	"fmt"

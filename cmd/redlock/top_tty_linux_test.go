@@ -1,5 +1,7 @@
 package main
 
+// Tests of redlock top's live view on a pseudo-terminal.
+
 import (
 	"os/exec"
 	"strings"

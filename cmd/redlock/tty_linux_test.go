@@ -1,5 +1,8 @@
 package main
 
+// Pseudo-terminal helpers, and tests of exec on a terminal: its command as the foreground
+// job, and killed with redlock.
+
 import (
 	"fmt"
 	"os"

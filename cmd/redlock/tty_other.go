@@ -2,6 +2,9 @@
 
 package main
 
+// The terminal on systems without the job-control calls exec uses: never handed to the
+// command, never treated as one by top.
+
 // foregroundTTY reports that the terminal is not handed to the command on this system.
 func foregroundTTY() (int, bool) { return 0, false }
 

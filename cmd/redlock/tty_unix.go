@@ -2,6 +2,9 @@
 
 package main
 
+// The terminal on systems that have job control: handing it to exec's command and back,
+// and its size for top.
+
 import (
 	"os"
 	"os/signal"

@@ -1,0 +1,210 @@
+package main
+
+// Printing redlock top's table: the header lines, one row per lock, and, on a terminal,
+// the redraw in place, cut to the terminal's size. The --json documents are in top_json.go.
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/quorumlock/redlock"
+)
+
+// topKeyWidth is how many bytes of a key the table shows before shortening it.
+const topKeyWidth = 40
+
+// render prints one snapshot: a JSON document with --json, else the table, redrawn in
+// place in the live view.
+func (t *topper) render(w io.Writer, s *topSnap) error {
+	if t.cfg.asJSON {
+		return writeTopJSON(w, s, t.addrs)
+	}
+	var b bytes.Buffer
+	t.writeTable(&b, s)
+	if !t.cfg.live {
+		_, err := w.Write(b.Bytes())
+		return err
+	}
+	// Redraw in place: home, each line cleared to its end, the rest of the screen cleared.
+	var screen strings.Builder
+	screen.WriteString("\x1b[H")
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	for _, line := range lines {
+		screen.WriteString(line)
+		screen.WriteString("\x1b[K\n")
+	}
+	screen.WriteString("\x1b[J")
+	_, err := io.WriteString(w, screen.String())
+	return err
+}
+
+// writeTable prints the snapshot as text. On a terminal, rows that do not fit are counted
+// instead of shown, lines are cut at its width, and disagreements are in bold red.
+func (t *topper) writeTable(w io.Writer, s *topSnap) {
+	head := []string{
+		fmt.Sprintf("redlock top  %s  %d nodes, quorum %d%s", s.at.Format("15:04:05"), len(s.nodes), s.quorum, t.liveNote()),
+		t.nodesLine(s),
+		t.locksLine(s),
+		"",
+	}
+	locks := s.locks
+	more := 0
+	if t.cfg.live && t.cfg.rows > 0 {
+		room := max(t.cfg.rows-len(head)-2, 0) // the column titles and the "more" line
+		if len(locks) > room {
+			locks, more = locks[:room], len(locks)-room
+		}
+	}
+	for _, l := range head {
+		fmt.Fprintln(w, t.cut(l))
+	}
+	rows, marks := tableRows(len(s.nodes), locks)
+	for i, l := range rows {
+		l = t.cut(strings.TrimRight(l, " "))
+		if i > 0 && marks[i-1] && t.cfg.color {
+			l = "\x1b[1;31m" + l + "\x1b[0m"
+		}
+		fmt.Fprintln(w, l)
+	}
+	if more > 0 {
+		fmt.Fprintln(w, t.cut(fmt.Sprintf("... %d more locks (a taller terminal, --match or --json shows them)", more)))
+	}
+	if len(s.locks) == 0 {
+		fmt.Fprintln(w, "(no locks held)")
+	}
+}
+
+// nodesLine is the header line about the nodes: how many answered the scan, and the error
+// of each that did not.
+func (t *topper) nodesLine(s *topSnap) string {
+	line := fmt.Sprintf("nodes: %d of %d answered", s.answered, len(s.nodes))
+	for i, n := range s.nodes {
+		if n.err != nil {
+			line += fmt.Sprintf("; node %d (%s): %s", i, t.addrs[i], tlsHint(oneLine(n.err.Error())))
+		}
+	}
+	if s.answered < s.quorum {
+		line += "; FEWER THAN A QUORUM: locks may be missing"
+	}
+	return line
+}
+
+// locksLine is the header line about the locks: how many are shown of those found, how many
+// the nodes disagree about, and what --limit left out.
+func (t *topper) locksLine(s *topSnap) string {
+	line := fmt.Sprintf("locks: %d shown of %d found", len(s.locks), s.found)
+	if s.hiddenFree > 0 {
+		line += fmt.Sprintf(", %d free not shown (--all shows them)", s.hiddenFree)
+	}
+	disagree := 0
+	for _, st := range s.locks {
+		if viewOf(st).disagree {
+			disagree++
+		}
+	}
+	if disagree > 0 {
+		line += fmt.Sprintf(", %d the nodes disagree about (!)", disagree)
+	}
+	if s.cutScans > 0 {
+		nodes := "nodes"
+		if s.cutScans == 1 {
+			nodes = "node"
+		}
+		line += fmt.Sprintf("; the scan of %d %s stopped at --limit %d string keys: locks may be missing (raise --limit, or narrow the scan with --match)",
+			s.cutScans, nodes, t.cfg.limit)
+	}
+	if s.cutList {
+		line += fmt.Sprintf("; more than --limit %d locks found: %d read, held ones first (raise --limit, or narrow with --match)", t.cfg.limit, t.cfg.limit)
+	}
+	return line
+}
+
+// tableRows lays out the column titles and one row per lock in aligned columns, and
+// returns the lines (titles first) and, per lock, whether its row is a disagreement.
+func tableRows(nodes int, locks []*redlock.Status) ([]string, []bool) {
+	var tb bytes.Buffer
+	tw := newTable(&tb)
+	titles := "\tkey\tstate\tholder\ton\tttl\tnext token"
+	for i := range nodes {
+		titles += "\tn" + strconv.Itoa(i)
+	}
+	fmt.Fprintln(tw, titles)
+	var marks []bool
+	for _, st := range locks {
+		v := viewOf(st)
+		fmt.Fprintln(tw, lockRow(st, v))
+		marks = append(marks, v.disagree)
+	}
+	_ = tw.Flush()
+	return strings.Split(strings.TrimSuffix(tb.String(), "\n"), "\n"), marks
+}
+
+// lockRow is one lock's row, tab-separated: the disagreement mark, the key, the state, the
+// holder, on how many nodes it is, the quorum's TTL, the next token and one cell per node.
+func lockRow(st *redlock.Status, v topView) string {
+	mark := ""
+	if v.disagree {
+		mark = "!"
+	}
+	ttl, next := "-", "?"
+	if st.HeldByQuorum() {
+		ttl = fmtTTL(quorumTTL(st))
+	}
+	if st.NextTokenAtLeast != 0 {
+		next = st.NextTokenAtLeast.String()
+	}
+	row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d/%d\t%s\t%s", mark, displayKey(st.Key), v.state, shortID(v.holder), v.on, len(st.Nodes), ttl, next)
+	for _, ns := range st.Nodes {
+		row += "\t" + nodeCell(ns, v.holder)
+	}
+	return row
+}
+
+// liveNote is the header's note of the refresh interval, in the live view only.
+func (t *topper) liveNote() string {
+	if !t.cfg.live {
+		return ""
+	}
+	return fmt.Sprintf("  every %v, Ctrl-C quits", t.cfg.interval)
+}
+
+// cut shortens a line to the terminal's width, when known.
+func (t *topper) cut(l string) string {
+	if !t.cfg.live || t.cfg.cols <= 0 || utf8.RuneCountInString(l) <= t.cfg.cols {
+		return l
+	}
+	return string([]rune(l)[:t.cfg.cols])
+}
+
+// nodeCell is one node's cell in a lock's row: the remaining TTL of holder's key, "-" when
+// the node has no key, "?" when it did not answer, and "!ID TTL" for another holder's key.
+func nodeCell(ns redlock.NodeStatus, holder string) string {
+	switch {
+	case ns.Err != nil:
+		return "?"
+	case ns.Holder == "":
+		return "-"
+	case ns.Holder == holder:
+		return fmtTTL(ns.TTL)
+	}
+	return "!" + shortID(ns.Holder) + " " + fmtTTL(ns.TTL)
+}
+
+// displayKey quotes a key for the table, Go-style, so that control characters, invalid
+// UTF-8 and spaces show as escapes and can neither move the cursor nor be mistaken for
+// column breaks; a key longer than topKeyWidth bytes is cut and its length added.
+func displayKey(k string) string {
+	if len(k) <= topKeyWidth {
+		return strconv.Quote(k)
+	}
+	cut := topKeyWidth
+	for cut > 0 && !utf8.RuneStart(k[cut]) {
+		cut--
+	}
+	q := strconv.Quote(k[:cut])
+	return fmt.Sprintf("%s...\"(%d bytes)", q[:len(q)-1], len(k))
+}
