@@ -1,5 +1,8 @@
-# Everyday commands. CI runs .ci/run, which installs what the tests need and runs lint and race.
-.PHONY: test race lint bench lab demo ci
+# Everyday commands (`make` alone lists them). CI runs .ci/run, which installs what the tests need and runs lint and race.
+.PHONY: help test race lint bench lab demo ci
+
+help: ## this list: every target and what it does (the default)
+	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  %-6s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 test: ## the fast tests, without the race detector
 	go test ./...

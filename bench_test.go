@@ -175,7 +175,7 @@ func (p *pathCounter) Attempt(_ context.Context, a Attempt) {
 }
 
 // BenchmarkCounterLayouts compares the two fence-counter layouts (docs/design.md §5.11) on
-// the load issue 16 names: P goroutines at once, each TryAcquire plus Release on a key no
+// a load of many distinct keys: P goroutines at once, each TryAcquire plus Release on a key no
 // one locked before, one Client, 5 real nodes; the layouts alternate within one run.
 // fastpath is the share of won attempts decided on the fast path (one round trip), raised
 // the share that needed the raise, failed/op the attempts that did not win. With the slot

@@ -158,7 +158,7 @@ type aheadClock struct{ d time.Duration }
 
 func (c aheadClock) Now() time.Time { return time.Now().Add(c.d) }
 
-// TestSeedFarAheadRefused is issue 22's poisoned slot: a client whose clock runs 290 years
+// TestSeedFarAheadRefused is the poisoned slot: a client whose clock runs 290 years
 // ahead acquires a key, and from then on every key of that slot gets tokens from its seed,
 // far above every other client's clock, with the clock floor and remedy 2 of design.md §5.6
 // gone for good. Now a node refuses a seed more than 10 s ahead of its own clock where it

@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The load tests of the transport (issue 10), sized for two cores under -race: they check
+// The load tests of the per-node transport, sized for two cores under -race: they check
 // that the library keeps working under many concurrent calls. The figures (how fast, how
 // many round trips) belong in the benchmark (bench/, scenarios p, burst, held, ramp).
 

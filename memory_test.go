@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestMemoryDistinctKeys measures what issue 16 asks: the memory each node uses after
+// TestMemoryDistinctKeys measures the memory each node uses after
 // REDLOCK_MEMORY_KEYS distinct keys (for example 1000000) were each locked once and
 // released, for both counter layouts, each on three fresh redis-server nodes, 256 goroutines
 // at once. It logs used_memory before and after and the number of keys left, and requires

@@ -117,7 +117,7 @@ func WithDriftFactor(f float64) Option {
 // connection or a dial; time spent in the node's queue, see [WithNodeConcurrency], does not
 // count). A node that has not answered by then counts as failed for that operation, even
 // when its go-redis client ignores context deadlines. The wait is longer, up to
-// max(4 d, 1 s) / 2, in two cases (docs/design.md §3.7): when the node has lately answered
+// max(4 d, 1 s) / 2, in two cases (docs/implementation.md §1): when the node has lately answered
 // slower than d (its smoothed round trip plus four deviations, as TCP's retransmission timer
 // follows the RTT; many processes on one node under load), and for acquires, up to a
 // twentieth of their TTL (go-redsync's timeout factor), so that a burst that makes

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of quorumlock/redlock and go-redsync/redsync (issue 6; the load
-# scenarios f0, p, burst, held, ramp and hung of issue 10; procs of issue 12; procsd, starve
-# and h of issues 21 and 22).
+# Side-by-side benchmark of quorumlock/redlock and go-redsync/redsync: the single-caller,
+# contended, node-count and fault scenarios a–h, the load scenarios f0, p, burst, held, ramp,
+# starve and hung, and the multi-process scenarios procs and procsd.
 #
 # Builds bench/cmd/sidebyside and runs it. The program starts its own redis-server nodes on
 # free loopback ports (no persistence), runs every scenario for both libraries interleaved,

@@ -336,7 +336,7 @@ var amnesiaN5Schedule = []string{
 	"c1: n3 answers raise", // c1 wins on n2, n3, n4 while c0 is valid
 }
 
-// TestModelAmnesiaF1AtQ3 is issue 15's "amnesia at f = 1 with Q = 3": at N = 5 the search does
+// TestModelAmnesiaF1AtQ3 is the case "amnesia at f = 1 with Q = 3": at N = 5 the search does
 // not finish on two cores (REDLOCK_MODEL_LARGE=2), so the known schedule is followed through
 // the model's steps: with the majority quorum Q = 3 one amnesic node breaks mutual exclusion;
 // with the quorum WithAmnesiaTolerance(1) gives, Q = 4, the same schedule decides nothing for

@@ -12,8 +12,8 @@ import (
 	"time"
 )
 
-// TestEveryScenarioShort runs every scenario of issue 6 for a very short time, to show the
-// harness works end to end (TestLoadScenariosShort runs those of issue 10). The figures are
+// TestEveryScenarioShort runs every scenario but the load ones for a very short time, to show
+// the harness works end to end (TestLoadScenariosShort runs the load ones). The figures are
 // meaningless at these durations; only the shape of the report is checked.
 func TestEveryScenarioShort(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
@@ -29,7 +29,7 @@ func TestEveryScenarioShort(t *testing.T) {
 	cfg.BenchTime = "30x"
 	cfg.HNodes = []int{1, 3, 5}
 	cfg.ProcsN, cfg.ProcsDur, cfg.ProcsDistinct = []int{3}, 300*time.Millisecond, [][2]int{{2, 2}}
-	cfg.Scenarios = issue6()
+	cfg.Scenarios = nonLoadScenarios()
 	cfg.Out, cfg.Log = &out, nil
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -51,8 +51,9 @@ func TestEveryScenarioShort(t *testing.T) {
 	}
 }
 
-// issue6 returns the scenarios that are not in LoadScenarios.
-func issue6() []string {
+// nonLoadScenarios returns the scenarios that are not in LoadScenarios: a–h (one caller,
+// contention on one key, node count, faults) and the multi-process ones.
+func nonLoadScenarios() []string {
 	var s []string
 	for _, id := range Scenarios {
 		if !slices.Contains(LoadScenarios, id) {
@@ -62,7 +63,7 @@ func issue6() []string {
 	return s
 }
 
-// TestLoadScenariosShort runs the load scenarios of issue 10 (p, burst, held, ramp, f0,
+// TestLoadScenariosShort runs the load scenarios (p, burst, held, ramp, f0,
 // hung) with tiny sizes and durations: each must produce its table and its targets.
 func TestLoadScenariosShort(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {

@@ -110,7 +110,7 @@ func newRsync(addrs []string, failFast bool) *rsync {
 		r.opts = append(r.opts, redsync.WithFailFast(true))
 	}
 	// TryLock is Lock with tries = 1; the option is only needed for benchmark g, where
-	// Lock is called with WithTries(1) as the issue asks.
+	// Lock is called with WithTries(1) as the targets ask.
 	r.tryOpts = append(append([]redsync.Option(nil), r.opts...), redsync.WithTries(1))
 	return r
 }

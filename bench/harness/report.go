@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Target is one of the targets, evaluated on figures from one run.
+// Target is one of the benchmark's targets, evaluated on figures from one run.
 type Target struct {
 	Scenario string // "a" … "h"
 	Name     string // what is compared

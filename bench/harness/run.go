@@ -1,6 +1,7 @@
 // Package harness measures github.com/quorumlock/redlock side by side with
 // github.com/go-redsync/redsync/v4 on real redis-server processes on loopback, scenario by
-// scenario (issue 6: a–h; issue 10, load: p, burst, held, ramp, f0, hung; issue 12: procs), interleaving the two libraries in short slices so that the noise
+// scenario (a–h; the load scenarios p, burst, held, ramp, starve, f0, hung; the multi-process
+// scenarios procs and procsd), interleaving the two libraries in short slices so that the noise
 // of a shared machine falls on both alike, and prints markdown tables with the ratios the
 // targets name.
 package harness
@@ -25,7 +26,7 @@ import (
 // fault scenarios last, so that nothing a fault leaves behind can disturb a healthy figure.
 var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "procs", "procsd", "p", "burst", "held", "starve", "ramp", "b", "c", "d", "hung"}
 
-// LoadScenarios are the scenarios of issue 10 (load), a subset of Scenarios.
+// LoadScenarios are the load scenarios, a subset of Scenarios.
 var LoadScenarios = []string{"f0", "p", "burst", "held", "starve", "ramp", "hung"}
 
 // Config sets what runs and for how long. Durations are per contender.
@@ -83,7 +84,7 @@ type Config struct {
 }
 
 // Defaults returns the configuration of a full run (about five minutes for the scenarios
-// of issue 6, about four more for those of issue 10).
+// other than the load ones, about four more for the load scenarios).
 func Defaults() Config {
 	return Config{
 		Dur:       6 * time.Second,
@@ -248,7 +249,7 @@ func (r *runner) header(n int) {
 		fmt.Fprintf(w, "- procsd: processes × goroutines %v on distinct keys, %s per contender\n", r.cfg.ProcsDistinct, r.cfg.ProcsDur)
 	}
 	if slices.ContainsFunc(LoadScenarios, r.want) {
-		fmt.Fprintf(w, "- load (issue 10): f0 %s per contender; p P = %v, %s per contender and P; burst B = %v; held H = %v for %s; ramp %d → %d goroutines, steps of %s; hung %s per contender and phase\n",
+		fmt.Fprintf(w, "- load: f0 %s per contender; p P = %v, %s per contender and P; burst B = %v; held H = %v for %s; ramp %d → %d goroutines, steps of %s; hung %s per contender and phase\n",
 			r.cfg.F0Dur, r.cfg.PSizes, r.cfg.PDur, r.cfg.BurstSizes, r.cfg.HeldSizes, r.cfg.HeldHold, r.cfg.RampFrom, r.cfg.RampTo, r.cfg.RampStep, r.cfg.HungDur)
 	}
 	fmt.Fprintln(w)

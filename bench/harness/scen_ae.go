@@ -125,7 +125,7 @@ func (r *runner) scenarioAE(ctx context.Context) error {
 		fmt.Fprintf(w, "The single-node floor is `SET key v NX PX 8000` and a compare-and-delete script (EVALSHA) on one node. "+
 			"The fan-out floor sends the same two commands to all 5 nodes from 5 goroutines and waits for all 5 replies each time: "+
 			"no token, no timeouts of its own, no undo. Ours is %s of the fan-out floor's rate and %s of the single-node floor's.\n\n"+
-			"Two more rows split the gap (not floors the issue names): the same fan-out returning as soon as 3 of 5 nodes agreed, "+
+			"Two more rows split the gap (not floors the targets name): the same fan-out returning as soon as 3 of 5 nodes agreed, "+
 			"with plain SET NX PX, and with the library's own acquire script (%s: SET NX PX plus the fence counter) in its place. "+
 			"The script costs %s of the SET NX rate (acquire p50 %s → %s); ours runs at %s of the scripted quorum floor, "+
 			"which is what the library adds on top of the commands: goroutines, contexts, timers, the tally, the token.\n\n",

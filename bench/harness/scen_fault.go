@@ -12,7 +12,7 @@ import (
 // faultDelay is the delay added each way by the slow node's proxy in scenario b.
 const faultDelay = 20 * time.Millisecond
 
-// Thresholds for "no goroutine growth", chosen here (the issue gives none): after the
+// Thresholds for "no goroutine growth", chosen here (no target names one): after the
 // settle pause at most noLeak goroutines more than before the run, and right at the end
 // of a run with a dead or hung node at most maxStragglers still working for it.
 const (

@@ -327,7 +327,7 @@ func (g *procGroup) stop() {
 	}
 }
 
-// scenarioProcs measures contention across processes (issue 12, item 4; issue 21): for each
+// scenarioProcs measures contention across processes on one key: for each
 // N of ProcsN, N worker processes on one key, each holding the lock ProcsHold and pausing
 // ProcsThink, for ours with wake-ups (the default: the waiter queue), ours without (polling
 // with the retry pause), and redsync, interleaved in slices. The targets: at 8 and 32
@@ -473,10 +473,10 @@ func (r *runner) procsOneKey(ctx context.Context, n int) (float64, error) {
 }
 
 // procsTargets gives, per number of processes with targets against redsync, the wait p99
-// wanted as a share of redsync's (issue 21).
+// wanted as a share of redsync's.
 var procsTargets = map[int]float64{8: 0.1, 32: 0.2}
 
-// scenarioProcsDistinct measures many processes without contention (issue 21, item 2): for
+// scenarioProcsDistinct measures many processes without contention: for
 // each shape P×G of ProcsDistinct, P worker processes of G goroutines each take and release
 // fresh keys of their own, for ours (Acquire, and TryAcquire) and redsync (TryLock: one try;
 // and Lock), interleaved in slices.

@@ -61,7 +61,7 @@ func startBusy(n int) (stop func(), err error) {
 	return stop, nil
 }
 
-// Scenario starve: issue 22's "renewals under CPU starvation": StarveH Do calls with a TTL of
+// Scenario starve, renewals under CPU starvation: StarveH Do calls with a TTL of
 // StarveTTL hold their locks for StarveHold while StarveBusy processes spin on every CPU
 // beside the benchmark (a pod with a CPU limit, or another test suite on the same cores).
 func (r *runner) scenarioStarve(ctx context.Context) error {
@@ -93,7 +93,7 @@ func (r *runner) scenarioStarve(ctx context.Context) error {
 	return nil
 }
 
-// starveDefaults are issue 22's figures: 2 000 Do with a TTL of 1.5 s held for 6 s, two
+// starveDefaults are the scenario's figures: 2 000 Do with a TTL of 1.5 s held for 6 s, two
 // busy-loop processes.
 var starveDefaults = struct {
 	h         int

@@ -21,7 +21,7 @@ import (
 	"github.com/quorumlock/redlock/internal/embedded"
 )
 
-// What a node that hangs costs the commands (issue 22, item 9): the preflight stops waiting
+// What a node that hangs costs the commands: the preflight stops waiting
 // once a quorum has answered, and no command waits at its end for the calls still written
 // to the hung node.
 

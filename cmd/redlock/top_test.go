@@ -438,7 +438,7 @@ func TestTopACLUser(t *testing.T) {
 	}
 }
 
-// TestTopFindsLocksAmongCounters: issue 22's item 7. On nodes that hold the slot layout's
+// TestTopFindsLocksAmongCounters: on nodes that hold the slot layout's
 // 16 384 slot counters each, top with its default flags shows every one of 20 held locks;
 // before, its scan stopped after 1 000 string keys, most of them counters, and showed about
 // one lock in ten (exit status 0, "truncated"). A --limit below the node's string keys stops

@@ -1,7 +1,7 @@
 // Command sidebyside measures github.com/quorumlock/redlock against
 // github.com/go-redsync/redsync/v4 on redis-server processes it starts on loopback, and
-// prints markdown tables (issue 6, scenarios a–h; issue 12, procs; issue 10, load scenarios p, burst, held,
-// ramp, f0 and hung). Usage: see bench/run.sh, or -h.
+// prints markdown tables (scenarios a–h; procs and procsd across processes; the load scenarios
+// p, burst, held, starve, ramp, f0 and hung). Usage: see bench/run.sh, or -h.
 package main
 
 import (
