@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/redlock/internal/transport"
 	"strconv"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/transport"
 )
 
 // Tags of an attempt's calls: the acquire, and the raise of key k's counter (tagRaise + k).

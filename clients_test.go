@@ -19,7 +19,7 @@ import (
 // These tests run the library through the go-redis clients people use as nodes: a
 // *redis.ClusterClient of a real 3-shard Redis Cluster (one ClusterClient is one node of
 // the quorum) beside plain *redis.Client nodes, and Sentinel failover clients. Like
-// realnode_test.go they skip without redis-server unless REDLOCK_REQUIRE_REDIS=1.
+// node_real_test.go they skip without redis-server unless REDLOCK_REQUIRE_REDIS=1.
 
 // clusterSetup is a quorum of len(nodes) nodes: first one *redis.ClusterClient per Redis
 // Cluster, then plain clients of independent servers.

@@ -283,7 +283,7 @@ func TestUpgradeOnMiniredis(t *testing.T) {
 	upgradeCases(t, clients[0])
 }
 
-func TestUpgradeOnRealRedis(t *testing.T) {
+func TestRealUpgradeCases(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	upgradeCases(t, cluster.ClientsT(t)[0])
 }

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -237,6 +238,121 @@ func TestRealSeedBoundNeedsTime(t *testing.T) {
 		l, err := rogue.TryAcquire(ctxT(t, 10*time.Second), "bound:k", 10*time.Second)
 		if refused := err != nil; refused != tc.refused || (refused && !strings.Contains(err.Error(), "ahead of this node's clock")) {
 			t.Fatalf("ACL %q: acquire a day ahead: %v, %v; want refused %v", tc.commands, l, err, tc.refused)
+		}
+	}
+}
+
+// TestCountersOutOfSync forces the slow path: the counters disagree so no value is shared by
+// a quorum, and the acquire must raise the lagging nodes before it returns a token.
+func TestCountersOutOfSync(t *testing.T) {
+	for _, counters := range [][]int64{
+		{10, 10, 5, 3, 12},
+		{100, 7, 7, 1, 50},
+		{1, 2, 3, 4, 5},
+	} {
+		t.Run(fmt.Sprint(counters), func(t *testing.T) {
+			servers, clients := miniNodes(t, 5)
+			base := aheadOfSeeds() // above the clock, where the slot layout's floor does not reach
+			for i, s := range servers {
+				counters[i] += base
+				s.Set(testFence, strconv.FormatInt(counters[i], 10))
+			}
+			c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+			ctx := ctxT(t, 5*time.Second)
+			l, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			settle(c)
+			at := 0
+			for i, s := range servers {
+				got, _ := s.Get(testFence)
+				if got == l.Token().String() {
+					at++
+				}
+				if v, _ := strconv.ParseInt(got, 10, 64); v <= counters[i] {
+					t.Fatalf("node %d counter %d did not grow from %d", i, v, counters[i])
+				}
+			}
+			if at < c.Quorum() {
+				t.Fatalf("token %d held by %d counters, want at least %d", l.Token(), at, c.Quorum())
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l2, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l2.Token() <= l.Token() {
+				t.Fatalf("next token %d not above %d", l2.Token(), l.Token())
+			}
+		})
+	}
+}
+
+// TestCounterSeedAndIdleTTL checks that a new counter starts from the client's clock in
+// microseconds on every node (one round trip), carries the idle TTL, and that a counter that
+// expired comes back above the tokens issued before.
+func TestCounterSeedAndIdleTTL(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	fixed := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	clk := &stepClock{now: fixed}
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithClock(clk), WithCounterIdleTTL(time.Hour))
+	ctx := ctxT(t, 10*time.Second)
+	l, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Token(fixed.UnixMicro()); l.Token() != want {
+		t.Fatalf("first token %d, want the clock seed %d", l.Token(), want)
+	}
+	settle(c)
+	for i, s := range servers {
+		if ttl := s.TTL(testFence); ttl != time.Hour {
+			t.Fatalf("node %d counter TTL %v, want 1h", i, ttl)
+		}
+	}
+	c = newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithClock(clk), WithCounterIdleTTL(time.Hour))
+	l.c = c
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Two hours idle: the counters expire on the nodes, and the clock moved on.
+	for _, s := range servers {
+		s.FastForward(2 * time.Hour)
+	}
+	clk.now = clk.now.Add(2 * time.Hour)
+	l2, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() <= l.Token() || l2.Token() != Token(clk.now.UnixMicro()) {
+		t.Fatalf("token after counter expiry %d, want the new seed %d above %d", l2.Token(), clk.now.UnixMicro(), l.Token())
+	}
+	// A lock longer than the idle TTL stretches its counter's TTL to its own.
+	l3, err := c.TryAcquire(ctx, "long", 3*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	settle(c)
+	for i, s := range servers {
+		fk := slotCounter("long")
+		if ttl := s.TTL(fk); ttl != 3*time.Hour {
+			t.Fatalf("node %d: counter TTL %v under a 3h lock with a 1h idle TTL", i, ttl)
+		}
+	}
+	_ = l3.Release(ctx)
+	// With an idle TTL of 0 the counter never expires.
+	c0 := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithCounterIdleTTL(0))
+	if _, err := c0.TryAcquire(ctx, "other", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c0.Close()
+	for i, s := range servers {
+		fk := slotCounter("other")
+		if ttl := s.TTL(fk); ttl != 0 {
+			t.Fatalf("node %d: counter TTL %v with idle TTL 0", i, ttl)
 		}
 	}
 }

@@ -90,10 +90,10 @@ func TestDoReleasesOnPanic(t *testing.T) {
 	}
 }
 
-// TestDoRenewsOnRealNodes runs fn for many TTLs on real nodes, where keys expire in real
+// TestRealDoRenews runs fn for many TTLs on real nodes, where keys expire in real
 // time. Another client must fail to acquire the key the whole time; right after Do returns
 // it succeeds.
-func TestDoRenewsOnRealNodes(t *testing.T) {
+func TestRealDoRenews(t *testing.T) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	clients := cluster.ClientsT(t)
 	// Generous margins: renew every fifth of the TTL and give up only 30% before Until, so
@@ -138,10 +138,10 @@ func TestDoRenewsOnRealNodes(t *testing.T) {
 	_ = l.Release(ctx)
 }
 
-// TestDoCancelsBeforeExpiry stops three of five real nodes (SIGSTOP) while fn runs. fn's
+// TestRealDoCancelsBeforeExpiry stops three of five real nodes (SIGSTOP) while fn runs. fn's
 // context must be cancelled with a cause wrapping ErrLockLost before the last confirmed
 // validity deadline, and Do must return ErrLockLost joined with fn's error.
-func TestDoCancelsBeforeExpiry(t *testing.T) {
+func TestRealDoCancelsBeforeExpiry(t *testing.T) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	clients := cluster.ClientsT(t)
 	c, err := New(clients, WithNodeTimeout(50*time.Millisecond))
@@ -193,12 +193,12 @@ func TestDoCancelsBeforeExpiry(t *testing.T) {
 	c.Close()
 }
 
-// TestDoToleratesMinorityFlaps pauses and resumes a minority (nodes 3 and 4, alone or
+// TestRealDoToleratesMinorityFlaps pauses and resumes a minority (nodes 3 and 4, alone or
 // together) of five real nodes while fn runs for many TTLs, sometimes longer than the TTL so
 // that their keys expire: the lock stays held on the majority and fn is never cancelled.
 // (A key that expired on a node stays gone: extend never re-creates it. So a minority that
 // moves around the nodes would eventually take the lock down, as the algorithm demands.)
-func TestDoToleratesMinorityFlaps(t *testing.T) {
+func TestRealDoToleratesMinorityFlaps(t *testing.T) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	// A node timeout and a TTL with room for a busy machine (the healthy three must answer
 	// every renewal within the node timeout); the flaps scale with the TTL.
@@ -285,7 +285,7 @@ func TestDoLockLostError(t *testing.T) {
 	if !strings.HasPrefix(err.Error(), `redlock: lock lost: "lost:refused": `) {
 		t.Fatalf("message: %v", err)
 	}
-	// The late case: TestDoCancelsBeforeExpiry.
+	// The late case: TestRealDoCancelsBeforeExpiry.
 }
 
 // TestDoRefusesTTLItCannotRenew: a TTL below MinDoTTL (100 ms with the default tenth of a

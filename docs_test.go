@@ -11,7 +11,7 @@ package redlock
 // and is not preceded by a letter, digit or underscore. A name ends at the first character
 // that is not a letter, digit or underscore, so a subtest path (`TestRealContention/without-fencing`)
 // or a benchmark's sub-benchmark (`BenchmarkParallelAcquireRelease/P=256`) cites its top-level
-// function. The capital (or underscore) after the prefix keeps ordinary words out: "Testing",
+// function. A name followed at once by "…" or "*" is a prefix (`TestReal…`), not a citation. The capital (or underscore) after the prefix keeps ordinary words out: "Testing",
 // "Benchmarks", "Fuzzing", "Example:" and a bare `Example` are not citations.
 //
 // A cited name is declared when some *_test.go file of the repository, in any module
@@ -88,9 +88,9 @@ func TestDocsCiteDeclaredTests(t *testing.T) {
 		rel, _ := filepath.Rel(root, doc)
 		var missing []string
 		for i, line := range strings.Split(string(b), "\n") {
-			for _, m := range citedTestName.FindAllStringSubmatch(line, -1) {
+			for _, name := range citedNames(line) {
 				cited++
-				if name := m[2]; !declared[name] {
+				if !declared[name] {
 					missing = append(missing, name+" (line "+strconv.Itoa(i+1)+")")
 				}
 			}
@@ -108,20 +108,30 @@ func TestDocsCiteDeclaredTests(t *testing.T) {
 // TestDocsCitationRule pins the rule of TestDocsCiteDeclaredTests on examples.
 func TestDocsCitationRule(t *testing.T) {
 	for line, want := range map[string][]string{
-		"Test: `TestRealContention/without-fencing` (8 workers)":     {"TestRealContention"},
-		"go test -run '^TestFIPSOnly$' . and FuzzSlotKey, then":      {"TestFIPSOnly", "FuzzSlotKey"},
-		"-bench 'BenchmarkCounterLayouts/P=64' and ExampleClient_Do": {"BenchmarkCounterLayouts", "ExampleClient_Do"},
-		"Testing, Benchmarks, Fuzzing. Example: a bare `Example`":    nil,
-		"MyTestFoo, xTestBar and _FuzzBaz are not citations":         nil,
+		"Test: `TestRealContention/without-fencing` (8 workers)":                  {"TestRealContention"},
+		"go test -run '^TestRealFIPSOnly$' . and FuzzSlotKey, then":               {"TestRealFIPSOnly", "FuzzSlotKey"},
+		"-bench 'BenchmarkCounterLayouts/P=64' and ExampleClient_Do":              {"BenchmarkCounterLayouts", "ExampleClient_Do"},
+		"Testing, Benchmarks, Fuzzing. Example: a bare `Example`":                 nil,
+		"MyTestFoo, xTestBar and _FuzzBaz are not citations":                      nil,
+		"tests named TestReal… or Benchmark* are prefixes, TestRealExpiry is not": {"TestRealExpiry"},
 	} {
-		var got []string
-		for _, m := range citedTestName.FindAllStringSubmatch(line, -1) {
-			got = append(got, m[2])
-		}
-		if !slices.Equal(got, want) {
+		if got := citedNames(line); !slices.Equal(got, want) {
 			t.Errorf("%q: cited %q, want %q", line, got, want)
 		}
 	}
+}
+
+// citedNames returns the names that line cites, by the rule above.
+func citedNames(line string) []string {
+	var out []string
+	for _, m := range citedTestName.FindAllStringSubmatchIndex(line, -1) {
+		rest := line[m[5]:]
+		if strings.HasPrefix(rest, "…") || strings.HasPrefix(rest, "*") {
+			continue // a prefix
+		}
+		out = append(out, line[m[4]:m[5]])
+	}
+	return out
 }
 
 // moduleRoot is the directory of the root module's go.mod, found upwards from the working

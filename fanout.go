@@ -2,8 +2,9 @@ package redlock
 
 import (
 	"context"
-	"github.com/quorumlock/redlock/internal/transport"
 	"sync"
+
+	"github.com/quorumlock/redlock/internal/transport"
 )
 
 // The fan-outs. Every command to a node goes through that node's queue in the transport

@@ -10,14 +10,14 @@ import (
 	"github.com/quorumlock/redlock/internal/redisproc"
 )
 
-// TestFIPSOnly runs the library's calls in Go's FIPS 140-only mode, where SHA-1 is refused
+// TestRealFIPSOnly runs the library's calls in Go's FIPS 140-only mode, where SHA-1 is refused
 // (it panics): an acquire (queued, and TryAcquire), an extend, fenced writes of each kind, a
 // release, and an acquire after the node lost its script cache (the EVAL fallback), against
 // three real redis-servers. Before the SHA-1 constants the package did not even initialise
 // in this mode (go-redis's NewScript hashed every script at init). .ci/run runs it with
 // GODEBUG=fips140=only and REDLOCK_REQUIRE_FIPS=1, which makes it fail rather than skip when
 // the mode is off.
-func TestFIPSOnly(t *testing.T) {
+func TestRealFIPSOnly(t *testing.T) {
 	if !fips140.Enforced() {
 		if os.Getenv("REDLOCK_REQUIRE_FIPS") == "1" {
 			t.Fatal("REDLOCK_REQUIRE_FIPS=1 but FIPS 140-only mode is off; run with GODEBUG=fips140=only")

@@ -2,8 +2,9 @@ package redlock
 
 import (
 	"context"
-	"github.com/quorumlock/redlock/internal/transport"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/transport"
 )
 
 // Healing: a long hold on nodes that restart one after another. A node that restarts

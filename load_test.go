@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/redlock/internal/transport"
 	"net"
 	"runtime"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/internal/testutil"
+	"github.com/quorumlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,10 +23,10 @@ import (
 // that the library keeps working under many concurrent calls. The figures (how fast, how
 // many round trips) belong in the benchmark (bench/, scenarios p, burst, held, ramp).
 
-// TestBurstOfAcquires: 3 000 concurrent Acquire calls on distinct keys, all started at
+// TestRealBurstOfAcquires: 3 000 concurrent Acquire calls on distinct keys, all started at
 // once, through one Client with default options on 5 real nodes: every one succeeds (a
 // 30 s context, as a user would give), and every key is then released.
-func TestBurstOfAcquires(t *testing.T) {
+func TestRealBurstOfAcquires(t *testing.T) {
 	const burst = 3000
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	clients := cluster.ClientsT(t)
@@ -103,12 +103,12 @@ func (p *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 	}
 }
 
-// TestManyHeldLocks: 1 000 concurrent Do calls on distinct keys on 5 real nodes hold their
+// TestRealManyHeldLocks: 1 000 concurrent Do calls on distinct keys on 5 real nodes hold their
 // locks through 4 TTLs, and none is lost: every renewal reaches a quorum in time. While they
 // hold, the process runs at most one goroutine per hold (fn's own, here the caller's) plus a
 // constant, since one renewer serves every Do of the client, and the renewals travel in
 // pipelines rather than one round trip each.
-func TestManyHeldLocks(t *testing.T) {
+func TestRealManyHeldLocks(t *testing.T) {
 	const holds = 1000
 	const ttl = 2 * time.Second
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/quorumlock/redlock/internal/transport"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/transport"
 )
 
 // Lock is a lock held on a quorum of nodes. It is safe for concurrent use. The lock is yours

@@ -15,15 +15,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestMemoryDistinctKeys measures the memory each node uses after
+// TestRealMemoryDistinctKeys measures the memory each node uses after
 // REDLOCK_MEMORY_KEYS distinct keys (for example 1000000) were each locked once and
 // released, for both counter layouts, each on three fresh redis-server nodes, 256 goroutines
 // at once. It logs used_memory before and after and the number of keys left, and requires
 // the slot layout to stay within 5 MB per node and to leave at most 16 384 keys. Skipped
 // unless the variable is set: a million keys take minutes.
 //
-//	REDLOCK_MEMORY_KEYS=1000000 go test -run TestMemoryDistinctKeys -v -timeout 30m .
-func TestMemoryDistinctKeys(t *testing.T) {
+//	REDLOCK_MEMORY_KEYS=1000000 go test -run TestRealMemoryDistinctKeys -v -timeout 30m .
+func TestRealMemoryDistinctKeys(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("REDLOCK_MEMORY_KEYS"))
 	if n <= 0 {
 		t.Skip("set REDLOCK_MEMORY_KEYS to the number of distinct keys")

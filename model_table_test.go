@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestModelScriptsMatchLua runs each script of lua/ on a real redis-server and its Go
+// TestRealModelScriptsMatchLua runs each script of lua/ on a real redis-server and its Go
 // version in package model on the same inputs, and requires the same reply and the same
 // state after: the lock key's holder and both counters. Inputs: both layouts, the key
 // absent, ours or another holder's, each counter missing or at values below, equal to and
@@ -23,7 +23,7 @@ import (
 // TIME, read once: the outcomes do not change within the minutes the test takes). The small values' key-layout inputs also run the
 // acquire and raise of the version before counter layouts (testdata/legacy) against
 // model.OldAcquire and model.OldRaise.
-func TestModelScriptsMatchLua(t *testing.T) {
+func TestRealModelScriptsMatchLua(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	rc := cluster.ClientsT(t)[0]
 	ctx := ctxT(t, 2*time.Minute)

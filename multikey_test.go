@@ -165,7 +165,7 @@ func TestMultiScriptsOnMiniredis(t *testing.T) {
 	multiScriptCases(t, clients[0])
 }
 
-func TestMultiScriptsOnRealRedis(t *testing.T) {
+func TestRealMultiScriptCases(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	multiScriptCases(t, cluster.ClientsT(t)[0])
 }

@@ -2,13 +2,13 @@ package redlock
 
 import (
 	"context"
-	"github.com/quorumlock/redlock/internal/transport"
 	"reflect"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 

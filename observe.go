@@ -3,8 +3,9 @@ package redlock
 import (
 	"context"
 	"errors"
-	"github.com/quorumlock/redlock/internal/transport"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/transport"
 )
 
 // Observer receives what a Client does, for metrics and traces: package

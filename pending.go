@@ -1,9 +1,10 @@
 package redlock
 
 import (
-	"github.com/quorumlock/redlock/internal/transport"
 	"hash/maphash"
 	"sync"
+
+	"github.com/quorumlock/redlock/internal/transport"
 )
 
 // pendingReleases keeps a new acquire of a key behind this client's own releases of that key

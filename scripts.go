@@ -3,9 +3,9 @@ package redlock
 import (
 	"context"
 	_ "embed"
-	"github.com/quorumlock/redlock/internal/transport"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 

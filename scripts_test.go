@@ -110,7 +110,7 @@ func TestScriptsOnMiniredis(t *testing.T) {
 	scriptCases(t, clients[0])
 }
 
-func TestScriptsOnRealRedis(t *testing.T) {
+func TestRealScriptCases(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	scriptCases(t, cluster.ClientsT(t)[0])
 }
@@ -325,4 +325,33 @@ func TestScriptsSeedBound(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestScriptCacheLost checks the EVALSHA fallback: after SCRIPT FLUSH every script still runs.
+func TestScriptCacheLost(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t, 5*time.Second)
+	flush := func() {
+		for _, rc := range clients {
+			if err := rc.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range 2 {
+		flush()
+		l, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		flush()
+		if err := l.Extend(ctx, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		flush()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -3,10 +3,11 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"github.com/quorumlock/redlock/internal/transport"
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/transport"
 )
 
 // NodeStatus is what one node says about a lock key.

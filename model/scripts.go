@@ -5,7 +5,7 @@
 // restarting empty). It searches every reachable state breadth first and checks claims U
 // and O and, where docs/design.md §5.5 claims it, mutual exclusion after every step, and
 // where asked the continuity of a late extend (§5.10) (docs/design.md §6). The package does not import the root package: the scripts below are
-// written again in Go from the same rules, and TestModelScriptsMatchLua in the root package
+// written again in Go from the same rules, and TestRealModelScriptsMatchLua in the root package
 // runs both on a real redis-server with the same inputs and compares the outputs.
 package model
 

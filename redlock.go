@@ -2,10 +2,10 @@ package redlock
 
 import (
 	"context"
-	"github.com/quorumlock/redlock/internal/transport"
 	"sync"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/transport"
 	"github.com/redis/go-redis/v9"
 )
 
