@@ -75,7 +75,11 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		})
 	}
 	c.renewer.c = c
-	c.wake.c, c.wake.linger, c.wake.turnLinger, c.wake.pubsubLinger = c, wakeLinger, turnLinger, pubsubLinger
+	c.wake = wakeHub{off: cfg.noWakeups, quorum: q, id: c.id, logger: cfg.logger, waiters: &c.wait,
+		linger: wakeLinger, turnLinger: turnLinger, pubsubLinger: pubsubLinger}
+	for i := range c.nodes {
+		c.wake.nodes = append(c.wake.nodes, c.nodes[i].client)
+	}
 	if err := c.checkDistinct(); err != nil {
 		c.Close()
 		return nil, err

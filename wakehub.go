@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -50,7 +51,14 @@ const pubsubLinger = time.Minute
 // one extra attempt, never mutual exclusion (docs/design.md, "Wake-ups"). Every failure
 // here (a node down, SUBSCRIBE refused by an ACL) is logged at Debug and means polling.
 type wakeHub struct {
-	c            *Client
+	// Set by New, before the first subscription.
+	off     bool                    // WithoutWakeups: no subscription at all
+	nodes   []redis.UniversalClient // per node, the client the subscriptions are made with
+	quorum  int                     // the announcements of a release that make it heard
+	id      string                  // the Client's id, which names its turn channel
+	logger  *slog.Logger
+	waiters wakeTarget // this Client's waiters, woken when a release is heard
+
 	linger       time.Duration // wakeLinger; tests shorten it before the first subscription
 	turnLinger   time.Duration // turnLinger; likewise
 	pubsubLinger time.Duration // pubsubLinger; likewise
@@ -68,6 +76,18 @@ type wakeHub struct {
 	closed     bool
 	wg         sync.WaitGroup // every goroutine of every generation
 }
+
+// wakeTarget is what the hub wakes when a release is heard: this Client's queues of waiters
+// (waitQueues, wake.go). It is the hub's only way back into its Client.
+type wakeTarget interface {
+	// kick wakes, for an attempt now, the head waiter of key (single) and the heads of the
+	// multi-key sets that contain key (sets); catchUp says it was not a release.
+	kick(key string, catchUp, single, sets bool)
+	// catchUp wakes the heads for a subscription that has just become active.
+	catchUp(key string)
+}
+
+var _ wakeTarget = (*waitQueues)(nil)
 
 // wakeGen is one set of subscription connections, one per node, with their goroutines and
 // the sweeper: made at the first subscription, ended by Close or after pubsubLinger
@@ -137,7 +157,7 @@ func turnChannel(clientID string) string { return turnChannelPrefix + clientID }
 // waits for a node). No-op when wake-ups are off or the client is closed. Every subscribe
 // needs one unsubscribe.
 func (h *wakeHub) subscribe(key string, turn bool) {
-	if h.c.cfg.noWakeups {
+	if h.off {
 		return
 	}
 	h.mu.Lock()
@@ -175,7 +195,7 @@ func (h *wakeHub) subscribe(key string, turn bool) {
 // unsubscribe ends a subscribe; the key's channel stays subscribed for the linger time
 // after its last waiter left.
 func (h *wakeHub) unsubscribe(key string) {
-	if h.c.cfg.noWakeups {
+	if h.off {
 		return
 	}
 	h.mu.Lock()
@@ -224,12 +244,12 @@ func (h *wakeHub) heardFrom(key, id string, node int) {
 		h.mu.Unlock()
 		return
 	}
-	r := heardOf(&s.heard, id, len(h.c.nodes))
+	r := heardOf(&s.heard, id, len(h.nodes))
 	if !r.nodes[node] {
 		r.nodes[node] = true
 		r.count++
 	}
-	if r.kicked || r.count < h.c.quorum {
+	if r.kicked || r.count < h.quorum {
 		h.mu.Unlock()
 		return
 	}
@@ -238,7 +258,7 @@ func (h *wakeHub) heardFrom(key, id string, node int) {
 	s.stamp = h.stamp
 	single := !s.turn
 	h.mu.Unlock()
-	h.c.wait.kick(key, false, single, true)
+	h.waiters.kick(key, false, single, true)
 }
 
 // turnFrom records that node has told this Client's queued waiter for key that it is the
@@ -258,7 +278,7 @@ func (h *wakeHub) turnFrom(key, id string, node int) {
 		return
 	}
 	if s.turnSeen == nil {
-		s.turnSeen = make([]bool, len(h.c.nodes))
+		s.turnSeen = make([]bool, len(h.nodes))
 	}
 	if !s.turnSeen[node] {
 		s.turnSeen[node] = true
@@ -267,7 +287,7 @@ func (h *wakeHub) turnFrom(key, id string, node int) {
 	if !slices.Contains(s.turnIDs, id) {
 		s.turnIDs = append(s.turnIDs, id)
 	}
-	if s.turnKicked || s.turnCount < h.c.quorum {
+	if s.turnKicked || s.turnCount < h.quorum {
 		h.mu.Unlock()
 		return
 	}
@@ -281,7 +301,7 @@ func (h *wakeHub) turnFrom(key, id string, node int) {
 	h.stamp++
 	s.turnStamp = h.stamp
 	h.mu.Unlock()
-	h.c.wait.kick(key, false, true, false)
+	h.waiters.kick(key, false, true, false)
 }
 
 // turnReset forgets the turns of key's queued waiter: it is about to make an attempt, which
@@ -304,12 +324,12 @@ func (h *wakeHub) turnReset(key string) {
 func (h *wakeHub) ownRelease(key, id string, queued bool) {
 	h.mu.Lock()
 	if s := h.subs[key]; s != nil { // else nobody waits for key itself; sets may
-		heardOf(&s.heard, id, len(h.c.nodes)).kicked = true
+		heardOf(&s.heard, id, len(h.nodes)).kicked = true
 		h.stamp++
 		s.stamp = h.stamp
 	}
 	h.mu.Unlock()
-	h.c.wait.kick(key, false, !queued, true)
+	h.waiters.kick(key, false, !queued, true)
 }
 
 // heardOf returns list's record of the release by holder id, adding one (and dropping the
@@ -343,7 +363,7 @@ func (h *wakeHub) subscribed(key string) {
 	if first {
 		// Once per subscription, when its first node is listening: the head tries once more,
 		// for a release announced before that. It is not a wake-up by a release.
-		h.c.wait.catchUp(key)
+		h.waiters.catchUp(key)
 	}
 }
 
@@ -361,7 +381,7 @@ func (h *wakeHub) turnSubscribed() {
 	}
 	h.mu.Unlock()
 	for _, k := range keys {
-		h.c.wait.catchUp(k)
+		h.waiters.catchUp(k)
 	}
 }
 
@@ -388,12 +408,12 @@ func (h *wakeHub) wokenAttempt(key string, won bool, losses int) {
 // startLocked makes a generation: the per-node PubSubs (no I/O until the first
 // SUBSCRIBE), their goroutines and the sweeper.
 func (h *wakeHub) startLocked() {
-	g := &wakeGen{nodes: make([]*wakeNode, len(h.c.nodes))}
+	g := &wakeGen{nodes: make([]*wakeNode, len(h.nodes))}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
-	h.turnCh = turnChannel(h.c.id)
+	h.turnCh = turnChannel(h.id)
 	h.gen, h.idleSince = g, time.Time{}
-	for i := range h.c.nodes {
-		n := &wakeNode{h: h, g: g, i: i, ps: h.c.nodes[i].client.Subscribe(g.ctx), dirty: make(chan struct{}, 1)}
+	for i := range h.nodes {
+		n := &wakeNode{h: h, g: g, i: i, ps: h.nodes[i].Subscribe(g.ctx), dirty: make(chan struct{}, 1)}
 		g.nodes[i] = n
 		h.wg.Add(2)
 		go n.sync()
@@ -563,7 +583,7 @@ func (n *wakeNode) sync() {
 			return
 		}
 		if err != nil && !failing {
-			n.h.c.cfg.logger.Debug("redlock: wake-up subscribe failed; waiters poll this node", "node", n.i, "err", err)
+			n.h.logger.Debug("redlock: wake-up subscribe failed; waiters poll this node", "node", n.i, "err", err)
 		}
 		failing = err != nil
 	}
@@ -587,7 +607,7 @@ func (n *wakeNode) read() {
 		}
 		if err != nil {
 			if backoff == 0 {
-				n.h.c.cfg.logger.Debug("redlock: wake-up subscription failed; waiters poll this node until it is back", "node", n.i, "err", err)
+				n.h.logger.Debug("redlock: wake-up subscription failed; waiters poll this node until it is back", "node", n.i, "err", err)
 			}
 			backoff = min(max(2*backoff, wakeBackoffMin), wakeBackoffMax)
 			t := time.NewTimer(backoff)
@@ -600,7 +620,7 @@ func (n *wakeNode) read() {
 			continue
 		}
 		if backoff != 0 {
-			n.h.c.cfg.logger.Debug("redlock: wake-up subscription is back", "node", n.i)
+			n.h.logger.Debug("redlock: wake-up subscription is back", "node", n.i)
 		}
 		backoff = 0
 		n.h.dispatch(msg, n.i)
