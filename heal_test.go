@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestRealHealingRollingRestarts is the test: a Do holds its lock for 8 TTLs on 5
+// TestRealHealingRollingRestarts : a Do holds its lock for 8 TTLs on 5
 // real nodes while the nodes restart empty one at a time, each after the previous one came
 // back and was healed. With healing the hold is never lost, every restarted node holds our
 // key again (after one of the next renewals: the first one after the restart may be decided

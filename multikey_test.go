@@ -332,7 +332,7 @@ func TestMultiExtendNeedsEveryKey(t *testing.T) {
 	}
 }
 
-// TestRealOpposingTransfers is the test: two clients run 500 opposing transfers
+// TestRealOpposingTransfers : two clients run 500 opposing transfers
 // each over three accounts on 5 real nodes. No two transfers may hold one account at once,
 // each account's tokens must increase strictly in the order of the holds, and the fenced
 // balances (RedisFence on a separate store node, each write fenced by its account's token)

@@ -287,33 +287,15 @@ func WithoutHealing() Option {
 }
 
 // WithLockDelay keeps a lock that lapsed without a release out of everyone's reach for a
-// further d, as Consul's lock-delay does: the lock's keys are set (and extended) with
-// PX ttl + d on the nodes, while the holder's validity, [Lock.Until], is still computed from
-// ttl alone. A holder that crashes, or pauses past its deadline, therefore keeps the others
-// out until d after its lock lapsed, and a paused holder that resumes within that time has
-// nobody to overlap with. This protects calls to services that cannot check a fencing token
-// (a payout API, an e-mail provider). An explicit [Lock.Release] deletes the keys, so a
-// released lock is free at once; so is the undo of a failed acquire. d must be at least 0, a
-// whole number of milliseconds, and below [MaxTTL]; [New] returns an error matching
-// ErrInvalidArgument otherwise.
-//
-// Every call that takes a TTL (Acquire, TryAcquire, Do, Extend) then also returns an error
-// matching ErrInvalidArgument, and sends nothing, when ttl + d exceeds MaxTTL.
-//
-// While the delay runs, the lapsed holder's keys are still on the nodes: other acquirers
-// are refused as if the lock were held (Acquire keeps retrying at its retry delay, and a
-// refusal's per-node error reports the time left including the delay), [Client.Status]
-// reports the holder with a remaining TTL that includes the delay, and an Extend by the
-// lapsed holder that reaches a quorum before the keys expire succeeds and moves Until again
-// (safe: its keys never expired, so nobody else held the lock meanwhile; docs/design.md).
-// [Client.Do] does not rely on that: it cancels fn's context at Until − cancel margin as
-// without a delay, and releases.
-//
-// What it does not do: a node that restarts without its data loses the delay along with
-// the key; a holder paused longer than ttl + d still overlaps with the next holder; and
-// the delay costs availability after every crash. So fencing tokens are still what
-// protects a store that can check them. The delay applies the same way [WithoutFencing].
-// Default [DefaultLockDelay] (no delay).
+// further d, as Consul's lock-delay does: its keys are set and extended with PX ttl + d,
+// while [Lock.Until] still comes from ttl alone. It protects calls to services that cannot
+// check a fencing token from a holder that crashed, or paused past its validity; a
+// [Lock.Release], or the undo of a failed acquire, frees the lock at once. d must be a whole
+// number of milliseconds, at least 0 and below [MaxTTL]: [New] returns an error matching
+// ErrInvalidArgument otherwise, and every call that takes a TTL refuses ttl + d > MaxTTL
+// with ErrInvalidArgument, sending nothing. Default [DefaultLockDelay] (none). What it adds,
+// and what it does not promise (a node restarted without its data, a pause longer than
+// ttl + d, availability after a crash): docs/design.md §5.10.
 func WithLockDelay(d time.Duration) Option {
 	return func(c *config) error {
 		switch {

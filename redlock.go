@@ -93,23 +93,14 @@ func (c *Client) Quorum() int { return c.quorum }
 // Nodes returns the number of nodes.
 func (c *Client) Nodes() int { return len(c.nodes) }
 
-// Close shuts the client down: Acquire calls waiting between attempts return ErrClosed at
-// once; Close waits for every call in flight (a running [Client.Do] included) and the
-// background work they started (undoing failed acquires, replies arriving
-// after an outcome was decided), then releases every Lock of this client that is still held,
-// waits for those releases (each bounded as a Release is), and makes every later call fail
-// with ErrClosed. A Release after Close returns an error matching ErrReleased when Close
-// released the lock, ErrClosed when it could not. So the shutdown order is: stop the work
-// that uses the locks, then Close the Client, then close the node clients (Close does not
-// close them). Close is idempotent and safe to call concurrently with other calls; a second
-// Close waits for the first. A node that hangs delays Close until its go-redis client gives
-// up on the calls already written to it: with go-redis v9.23's defaults (a 5 s read timeout,
-// 3 retries) that can take 15 s or more; clients with ContextTimeoutEnabled stop at the exec
-// budget, max(4 × node timeout, 1 s). A wake-up subscription being connected to a hung node
-// (its handshake unanswered) likewise waits for the client's read timeout. Closing the
-// go-redis clients ends all of these at once, which is why cmd/redlock gives Close one node
-// timeout and then closes them. Acquire calls that Close ends leave their places in the
-// nodes' waiter queues to expire ([Client.Acquire]). Close always returns nil.
+// Close shuts the Client down, and always returns nil. Acquire calls that wait return
+// ErrClosed at once; Close waits for the calls in flight (a running [Client.Do] included) and
+// the background work they started, releases every Lock of this Client still held, waits for
+// those releases, and makes every later call fail with ErrClosed. A Release after Close
+// matches ErrReleased when Close released that lock, ErrClosed when it could not. Close does
+// not close the node clients: stop the work that uses the locks, Close the Client, then close
+// them (docs/operations.md, "Shutdown order", which also says how long a hung node can delay
+// Close). Idempotent and safe for concurrent use; a second Close waits for the first.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	first := !c.closed

@@ -16,7 +16,7 @@ import (
 // show. The same table drives the tests (one named test per scenario) and `redlock lab`.
 type Scenario struct {
 	Name    string
-	Group   string // the issue's grouping: node faults, client and network faults, liveness
+	Group   string // the report's grouping: node faults, client and network faults, liveness
 	Summary string // one line
 	// Story is the event sequence the script plays, in words, for the report.
 	Story  string

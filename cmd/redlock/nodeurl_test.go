@@ -107,7 +107,7 @@ func shows(text, secret string) bool {
 
 // TestNodeURLQuery: a password in the query, which go-redis does not read, is refused with
 // a message that says where to put it, and no message quotes a query value or a part of the
-// list that is not a redis://, rediss:// or unix:// URL: the values the issue found printed
+// list that is not a redis://, rediss:// or unix:// URL: values that were once printed
 // (?password=, a bad option value, the second half of a password cut by the list's ',').
 func TestNodeURLQuery(t *testing.T) {
 	const pw = "hunter2"
