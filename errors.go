@@ -119,7 +119,6 @@ type QuorumError struct {
 	Nodes  *multierror.Error
 
 	sentinel error
-	ahead    int // a queued acquire: the fewest waiters ahead that a node reported; -1 for none
 }
 
 // Error implements error.

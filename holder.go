@@ -7,7 +7,7 @@ import (
 
 // A holder id is the value a lock's keys hold on the nodes: 128 random bits, written as 32
 // lowercase hex digits. Each acquire draws its own, so that a release or an extend can never
-// touch a key that another holder wrote (docs/design.md §3).
+// touch a key that another holder wrote (docs/design.md §2).
 
 // holderIDLen is the length of a holder id: 128 bits in hex.
 const holderIDLen = 32

@@ -351,7 +351,7 @@ func TestRealAmnesiaTokensStillIncrease(t *testing.T) {
 }
 
 // aclCommands is the command list docs/operations.md gives for an ACL user of the library
-// (cmd/redlock's TestExecNodesFileAuthACL uses the same list for the CLI): what go-redis
+// (cmd/redlock's TestRealExecNodesFileAuthACL uses the same list for the CLI): what go-redis
 // sends on connect, the scripts, and the commands the scripts call, RedisFence's included.
 const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del +time +hset +incrby +exists +decrby"
 

@@ -252,6 +252,10 @@ func TestRealQueueWithoutQueueCommands(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("the waiter did not acquire: %v", err)
 	}
+	// Release returns once a quorum deleted the key; the other nodes' releases may still be
+	// on their way. Close waits for them.
+	a.Close()
+	b.Close()
 	for i, rc := range cluster.ClientsT(t) {
 		if n := rc.Exists(ctx, key, newQueueKeys(key).queue).Val(); n != 0 {
 			t.Fatalf("node %d: %d of the key and its queue left", i, n)

@@ -282,7 +282,7 @@ type command struct {
 	script *lua // non-nil for a script: "evalsha", sha1, numkeys, keys..., argv...
 	kind   transport.ReplyKind
 	// patience, when longer than the node's timeout, is how long its calls wait for a reply
-	// (internal/transport, batchTimeout): an acquire or raise waits up to a twentieth of its TTL
+	// (internal/transport: a batch waits for the longest patience among its calls): an acquire or raise waits up to a twentieth of its TTL
 	// (patienceFor), as redsync does, so that a burst that makes every node slow for a
 	// moment does not turn into timeouts, undos and retries.
 	patience time.Duration

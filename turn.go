@@ -21,7 +21,7 @@ type turn struct {
 	subscribed bool
 	sent       bool // an attempt reached the nodes (it may have queued us there)
 	losses     int  // attempts made on a wake-up that another contender beat
-	overloaded int  // consecutive attempts that failed with no node refusing (retryPause)
+	overloaded int  // consecutive attempts that failed with no node refusing (turn.pause)
 }
 
 // newTurn makes the turn of an Acquire of set, with its ticket when it queues on the nodes.

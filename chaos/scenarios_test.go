@@ -1,6 +1,6 @@
 package chaos
 
-// TestScenarios: every scenario of the lab on real redis-server processes.
+// TestRealScenarios: every scenario of the lab on real redis-server processes.
 
 import (
 	"context"
@@ -10,11 +10,11 @@ import (
 	"github.com/quorumlock/redlock/internal/redisproc"
 )
 
-// maxReproduceTries is how many runs TestScenarios gives a scenario to reproduce the failure
+// maxReproduceTries is how many runs TestRealScenarios gives a scenario to reproduce the failure
 // it expects.
 const maxReproduceTries = 3
 
-// TestScenarios runs every scenario of the lab once on real redis-server processes with the
+// TestRealScenarios runs every scenario of the lab once on real redis-server processes with the
 // Quick profile (REDLOCK_CHAOS_LONG=1: three runs each with the Full profile) and asserts
 // what the scenario expects: where mutual exclusion is claimed, no overlap; where it is
 // expected to break, that the run did observe the break; and everywhere, no stale write
@@ -23,7 +23,7 @@ const maxReproduceTries = 3
 // missed the window, as it can on a loaded machine: restart-amnesia once in the five full
 // test runs of 2026-12-02, under CI's parallel packages) is run again with the next seeds, up to
 // maxReproduceTries in all; a run with any other problem fails at once.
-func TestScenarios(t *testing.T) {
+func TestRealScenarios(t *testing.T) {
 	redisproc.Require(t)
 	prof, runs := Quick, 1
 	if long() {

@@ -21,10 +21,10 @@ import (
 )
 
 const execAbout = `
-Runs CMD while holding the lock KEY (or, with --key, one lock over several keys) on the Redis nodes (--nodes, else $REDLOCK_NODES, else
-the file named by $REDLOCK_NODES_FILE; $REDISCLI_AUTH is the password of nodes whose URL
-has none), and
-releases the lock once CMD has exited. While CMD runs the lock is renewed every ttl/3.
+Runs CMD while holding the lock KEY (or, with --key, one lock over several keys) on the
+Redis nodes (--nodes, else $REDLOCK_NODES, else the file named by $REDLOCK_NODES_FILE;
+$REDISCLI_AUTH is the password of nodes whose URL has none), and releases the lock once
+CMD has exited. While CMD runs the lock is renewed every ttl/3.
 
 CMD gets redlock's stdin, stdout and stderr, its environment (less $REDLOCK_NODES,
 $REDLOCK_NODES_FILE and $REDISCLI_AUTH, which may hold passwords; --keep-node-env keeps

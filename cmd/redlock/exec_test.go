@@ -32,11 +32,11 @@ import (
 // under the lock are small sh scripts that leave files in a test directory ($D); the tests
 // synchronise on those files appearing, and on exit codes, with deadlines.
 
-// TestExecRaceWaitZero starts two exec processes for one key at the same moment: one runs
+// TestRealExecRaceWaitZero starts two exec processes for one key at the same moment: one runs
 // its command, the other exits at once with the not-acquired code. Two simultaneous
 // attempts can also split the vote so that neither gets a quorum (Redlock's liveness
 // caveat); then both exit with the code and the race is run again.
-func TestExecRaceWaitZero(t *testing.T) {
+func TestRealExecRaceWaitZero(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 5)
 	script := childScript(`echo "$REDLOCK_TOKEN" > "$D/ran.$$"; while [ ! -e "$D/go" ]; do sleep 0.01; done`)
@@ -101,10 +101,10 @@ func evalshaCalls(t *testing.T, c *redis.Client) int {
 	return 0
 }
 
-// TestExecWait checks --wait: an exec that is interrupted while waiting exits 128+2 without
+// TestRealExecWait checks --wait: an exec that is interrupted while waiting exits 128+2 without
 // running its command; one that keeps waiting runs its command only after the holder's
 // command has finished, with a larger token.
-func TestExecWait(t *testing.T) {
+func TestRealExecWait(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 5)
 	node0 := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0]})
@@ -163,10 +163,10 @@ func TestExecWait(t *testing.T) {
 	}
 }
 
-// TestExecTokensIncrease runs exec three times in a row on one key: REDLOCK_TOKEN strictly
+// TestRealExecTokensIncrease runs exec three times in a row on one key: REDLOCK_TOKEN strictly
 // increases, REDLOCK_KEY names the key, the command's stdout is redlock's stdout, and the
 // nodes' slot counters (the default layout) end at the last token, with no per-key counter.
-func TestExecTokensIncrease(t *testing.T) {
+func TestRealExecTokensIncrease(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 5)
 	const key = "tokens"
@@ -204,11 +204,11 @@ func TestExecTokensIncrease(t *testing.T) {
 	}
 }
 
-// TestExecMultiKey: --key (repeated, or a comma list, with KEY) takes one lock over every
+// TestRealExecMultiKey: --key (repeated, or a comma list, with KEY) takes one lock over every
 // key: the command gets REDLOCK_KEYS and REDLOCK_TOKENS, one per line in the same order, each
 // token from its key's slot counter; while one of the keys is held elsewhere, exec reports that
 // key and does not run the command, and no key of the set is left taken.
-func TestExecMultiKey(t *testing.T) {
+func TestRealExecMultiKey(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 5)
 	code, out, errOut := runBin(t, nil, "exec", "--nodes", nodes, "--key", "acct:B,acct:C", "acct:A", "--", "sh", "-c",
@@ -261,12 +261,12 @@ func TestExecMultiKey(t *testing.T) {
 	}
 }
 
-// TestCounterLayoutFlag: exec --counter-layout key mints consecutive tokens from the key's
+// TestRealCounterLayoutFlag: exec --counter-layout key mints consecutive tokens from the key's
 // own counter and leaves the slot counter alone; the default, slot, mints from the slot
 // counter (and keeps the per-key counter, which now exists, up with it); each layout's tokens
 // stay above the other's. status shows the two counters apart, and its --counter-layout says
 // for which layout the next token is computed. A bad value is a usage error naming the flag.
-func TestCounterLayoutFlag(t *testing.T) {
+func TestRealCounterLayoutFlag(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 3)
 	const key = "layout"
@@ -353,9 +353,9 @@ func statusJSON(t *testing.T, nodes, key string, wantCode int, args ...string) s
 	return doc
 }
 
-// TestExecSignals sends signals to a running exec: they reach the command, redlock exits
+// TestRealExecSignals sends signals to a running exec: they reach the command, redlock exits
 // with the command's status, and the lock is free afterwards.
-func TestExecSignals(t *testing.T) {
+func TestRealExecSignals(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 5)
 	for _, tc := range []struct {
@@ -401,9 +401,9 @@ func TestExecSignals(t *testing.T) {
 	}
 }
 
-// TestExecKeepsIgnoredSignals runs exec as nohup would, with SIGHUP ignored: the command
+// TestRealExecKeepsIgnoredSignals runs exec as nohup would, with SIGHUP ignored: the command
 // inherits the ignored SIGHUP (redlock does not un-ignore it by subscribing to it).
-func TestExecKeepsIgnoredSignals(t *testing.T) {
+func TestRealExecKeepsIgnoredSignals(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 3)
 	code, out, errOut := runBin(t, nil, "exec", "--nodes", nodes, "nohup", "--", "sh", "-c", `grep '^SigIgn:' /proc/$$/status`)
@@ -431,10 +431,10 @@ func TestExecKeepsIgnoredSignals(t *testing.T) {
 	}
 }
 
-// TestExecStopsLeftovers runs a command that exits while a process it started in the
+// TestRealExecStopsLeftovers runs a command that exits while a process it started in the
 // background ignores SIGTERM: redlock says so, kills it after --grace, and only then
 // releases the lock, with the command's own exit status.
-func TestExecStopsLeftovers(t *testing.T) {
+func TestRealExecStopsLeftovers(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 3)
 	dir := t.TempDir()
@@ -468,12 +468,12 @@ func processRuns(pid int) bool {
 	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }
 
-// TestExecLockLostWhenMajorityStops stops 3 of 5 nodes while the command runs. No renewal
+// TestRealExecLockLostWhenMajorityStops stops 3 of 5 nodes while the command runs. No renewal
 // can reach a quorum any more, so the command's process group must get SIGTERM at least
 // --grace before the lock's keys can expire on the stopped nodes, and be dead (SIGKILL for
 // a process that ignores SIGTERM) before that deadline too. redlock then exits with the
 // lock-lost code. Not parallel: it measures timing.
-func TestExecLockLostWhenMajorityStops(t *testing.T) {
+func TestRealExecLockLostWhenMajorityStops(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
 	}
@@ -582,9 +582,9 @@ func modTime(t *testing.T, path string) time.Time {
 	return fi.ModTime()
 }
 
-// TestStatusMatchesNodes compares status, plain and --json, with what the nodes hold,
+// TestRealStatusMatchesNodes compares status, plain and --json, with what the nodes hold,
 // read directly: while exec holds the lock, after it released it, and with nodes down.
-func TestStatusMatchesNodes(t *testing.T) {
+func TestRealStatusMatchesNodes(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 5)
 	dir := t.TempDir()
@@ -738,9 +738,9 @@ func TestStatusMatchesNodes(t *testing.T) {
 	}
 }
 
-// TestExecNodesDown checks the failures that involve nodes: a quorum unreachable before
+// TestRealExecNodesDown checks the failures that involve nodes: a quorum unreachable before
 // the attempt is a one-line failure (exit 1), a minority down is no obstacle.
-func TestExecNodesDown(t *testing.T) {
+func TestRealExecNodesDown(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 5)
 	down := cluster.Nodes()
@@ -941,13 +941,13 @@ func TestVersion(t *testing.T) {
 }
 
 // aclCommands is the command list docs/operations.md gives for an ACL user of the library
-// and the CLI; TestExecNodesFileAuthACL runs exec and status as such a user.
+// and the CLI; TestRealExecNodesFileAuthACL runs exec and status as such a user.
 const aclCommands = "+ping +hello +client|setname +eval +evalsha +get +set +pttl +incr +pexpire +del +time"
 
-// TestExecNodesFileAuthACL: the node list comes from $REDLOCK_NODES_FILE and the password
+// TestRealExecNodesFileAuthACL: the node list comes from $REDLOCK_NODES_FILE and the password
 // from $REDISCLI_AUTH, so neither is in argv; the user may run only the documented commands;
 // the command run by exec does not see either variable unless --keep-node-env is given.
-func TestExecNodesFileAuthACL(t *testing.T) {
+func TestRealExecNodesFileAuthACL(t *testing.T) {
 	const pw = "Fi1eSecretPW"
 	acl := append([]string{"--user", "alice", "on", ">" + pw, "~*", "resetchannels", "-@all"}, strings.Fields(aclCommands)...)
 	cluster := redisproc.StartT(t, 3, redisproc.Config{ExtraArgs: acl})
@@ -981,12 +981,12 @@ func TestExecNodesFileAuthACL(t *testing.T) {
 	}
 }
 
-// TestExecLockDelay: --lock-delay reaches the library. While the command runs, the keys
+// TestRealExecLockDelay: --lock-delay reaches the library. While the command runs, the keys
 // carry ttl + delay (more than the ttl alone could give them); once redlock is killed with
 // SIGKILL (a crash: no release), a waiting exec gets the lock only after more than twice the
 // ttl, which without the delay it would have had within one ttl. A normal exit releases, and
 // the next exec gets in at once.
-func TestExecLockDelay(t *testing.T) {
+func TestRealExecLockDelay(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 3)
 	node0 := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0]})

@@ -8,7 +8,7 @@ package main
 // and '[a-z]' one byte of a set, '\' quotes the next byte; bytes compare exactly. The
 // standard library's path.Match differs ('*' stops at '/', an unclosed '[' is an error), and
 // lock keys such as "jobs/nightly" are common, so top matches keys as Redis would.
-// TestRedisGlobMatchesRedis compares it with a real server's KEYS.
+// TestRealRedisGlobMatchesRedis compares it with a real server's KEYS.
 func redisGlob(pattern, s string) bool {
 	skip := false
 	return globMatch(pattern, s, &skip)

@@ -73,9 +73,9 @@ func TestSelectScenarios(t *testing.T) {
 	}
 }
 
-// TestLabRun runs one scenario through the command, quick profile, and checks what it
+// TestRealLabRun runs one scenario through the command, quick profile, and checks what it
 // prints and writes.
-func TestLabRun(t *testing.T) {
+func TestRealLabRun(t *testing.T) {
 	redisproc.Require(t)
 	dir := filepath.Join(t.TempDir(), "out")
 	out, err := labCLI(t, "--quick", "--scenario", "clock-jump-partition", "--runs", "1", "--seed", "7", "--out", dir)
@@ -130,9 +130,9 @@ func TestLabRun(t *testing.T) {
 	}
 }
 
-// TestLabOutNotWritable: an --out directory that cannot take the report is refused before
+// TestRealLabOutNotWritable: an --out directory that cannot take the report is refused before
 // the first scenario runs, not after minutes of runs.
-func TestLabOutNotWritable(t *testing.T) {
+func TestRealLabOutNotWritable(t *testing.T) {
 	redisproc.Require(t)
 	const dir = "/sys/kernel" // a directory that not even root can create files in
 	if f, err := os.CreateTemp(dir, "probe"); err == nil {

@@ -160,7 +160,7 @@ func TestShutdownDoesNotWaitForHungNode(t *testing.T) {
 	}
 }
 
-// TestHungNodeDoesNotHoldCommands: with one node of five stopped (SIGSTOP) and default
+// TestRealHungNodeDoesNotHoldCommands: with one node of five stopped (SIGSTOP) and default
 // flags, status and top take no longer than the library's own bounds (New's run_id check,
 // at most min(node timeout, 1 s), then the node timeout of the reads; top's Status reads of
 // the stalled node are refused at once), and exec starts its command before the 2 s PING
@@ -168,7 +168,7 @@ func TestShutdownDoesNotWaitForHungNode(t *testing.T) {
 // PING and every command's end waited for go-redis's read timeout: exec started 2.5 s late
 // and ended 5 s after its command, status took 6 s, top 5 s. The bounds leave 1.5 s for
 // starting the binary and the machine's load.
-func TestHungNodeDoesNotHoldCommands(t *testing.T) {
+func TestRealHungNodeDoesNotHoldCommands(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 5)
 	if err := cluster.Nodes()[4].Pause(); err != nil {

@@ -145,7 +145,7 @@ func optionProblem(err error, pu *url.URL) string {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "invalid database number"):
-		return "an invalid database number (want /0, /1, ...)"
+		return "an invalid database number (/0, /1, ...)"
 	case strings.Contains(msg, "invalid URL path"):
 		return "a path other than /DB"
 	case strings.Contains(msg, "empty unix socket path"):

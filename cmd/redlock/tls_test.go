@@ -62,10 +62,10 @@ func testPKI(t *testing.T, dir string) (ca, srvCert, srvKey, cliCert, cliKey str
 	return
 }
 
-// TestTLSNodes: exec, status and top reach redis-server nodes over TLS that verify client
+// TestRealTLSNodes: exec, status and top reach redis-server nodes over TLS that verify client
 // certificates, with --tls-ca, --tls-cert and --tls-key; without the CA the failure says
 // what to pass; TLS flags with a plain redis:// node are a usage error.
-func TestTLSNodes(t *testing.T) {
+func TestRealTLSNodes(t *testing.T) {
 	dir := t.TempDir()
 	ca, srvCert, srvKey, cliCert, cliKey := testPKI(t, dir)
 	var urls []string

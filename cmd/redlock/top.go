@@ -94,7 +94,7 @@ func parseTop(e *env, args []string) (topConfig, readerOptions, error) {
 	ro := readerOptions{tls: &tlsFlags{}}
 	fs.StringVar(&ro.nodes, "nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
 	interval := durationFlag(time.Second)
-	fs.Var(&interval, "interval", "`D` between refreshes (default 1s)")
+	fs.Var(&interval, "interval", "`D` between refreshes")
 	limit := fs.Int("limit", topDefaultLimit, "at most `N` string keys examined per node (the library's own counted) and N locks listed per refresh")
 	match := fs.String("match", "", "scan for and show only lock keys matching this Redis `GLOB` (as KEYS and SCAN MATCH: * ? [a-z] \\)")
 	all := fs.Bool("all", false, "also show free locks that have a per-key fence counter but no key on any node")

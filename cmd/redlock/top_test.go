@@ -20,10 +20,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestRedisGlobMatchesRedis: redisGlob agrees with a real server's KEYS on keys and
+// TestRealRedisGlobMatchesRedis: redisGlob agrees with a real server's KEYS on keys and
 // patterns with every construct: stars, '?', sets, negated sets, ranges (reversed, with
 // bytes above 0x7f), escapes, unclosed sets, '/'.
-func TestRedisGlobMatchesRedis(t *testing.T) {
+func TestRealRedisGlobMatchesRedis(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	rc := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0]})
 	defer rc.Close()
@@ -113,12 +113,12 @@ func startAuthCluster(t *testing.T, n int) (*redisproc.Cluster, string, []redis.
 	return cluster, strings.Join(urls, ","), clients
 }
 
-// TestTopFindsLocks holds locks of every key shape through the library (fenced with the
+// TestRealTopFindsLocks holds locks of every key shape through the library (fenced with the
 // default slot layout, and one WithoutFencing), makes two disagreements by writing holder ids
 // on nodes directly, adds keys that are not locks, and checks what top --once --json and the
 // table say about them, against the locks' own ids and tokens. --all shows a free lock of the
 // key layout (its per-key counter is left) but cannot show one of the slot layout.
-func TestTopFindsLocks(t *testing.T) {
+func TestRealTopFindsLocks(t *testing.T) {
 	t.Parallel()
 	_, nodes, clients := startAuthCluster(t, 5)
 	ctx := ctxT(t, time.Minute)
@@ -322,10 +322,10 @@ func jsonBase64(s string) string {
 	return strings.Trim(string(b), `"`)
 }
 
-// TestTopNodesDown: a node that is down is named, with a quorum the snapshot is complete
+// TestRealTopNodesDown: a node that is down is named, with a quorum the snapshot is complete
 // and the exit status 0; without one, the snapshot is still printed, then one error line
 // and exit status 1.
-func TestTopNodesDown(t *testing.T) {
+func TestRealTopNodesDown(t *testing.T) {
 	t.Parallel()
 	cluster, nodes, clients := startAuthCluster(t, 3)
 	lc, err := redlock.New(clients)
@@ -401,10 +401,10 @@ func TestDisplayKey(t *testing.T) {
 	}
 }
 
-// TestTopACLUser: an ACL user with the commands docs/operations.md lists for the library and
+// TestRealTopACLUser: an ACL user with the commands docs/operations.md lists for the library and
 // the CLI, plus +scan, can run top and find a lock (SCAN, then GET and PTTL); without +scan
 // the node's error says why.
-func TestTopACLUser(t *testing.T) {
+func TestRealTopACLUser(t *testing.T) {
 	t.Parallel()
 	const pw = "AclTopPW"
 	user := func(name string, extra ...string) []string {
@@ -438,13 +438,13 @@ func TestTopACLUser(t *testing.T) {
 	}
 }
 
-// TestTopFindsLocksAmongCounters: on nodes that hold the slot layout's
+// TestRealTopFindsLocksAmongCounters: on nodes that hold the slot layout's
 // 16 384 slot counters each, top with its default flags shows every one of 20 held locks;
 // before, its scan stopped after 1 000 string keys, most of them counters, and showed about
 // one lock in ten (exit status 0, "truncated"). A --limit below the node's string keys stops
 // the scan, and the hint says so truthfully; --match then narrows the scan itself (SCAN
 // MATCH), so the same --limit finds every lock it matches.
-func TestTopFindsLocksAmongCounters(t *testing.T) {
+func TestRealTopFindsLocksAmongCounters(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 5)
 	clients := cluster.ClientsT(t)

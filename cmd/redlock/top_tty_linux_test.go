@@ -28,11 +28,11 @@ func lastFrame(out string) string {
 	return out[start+len("\x1b[H") : end]
 }
 
-// TestTopOnTerminal runs top on a pseudo-terminal as an operator would: it redraws the
+// TestRealTopOnTerminal runs top on a pseudo-terminal as an operator would: it redraws the
 // screen in place, a lock taken meanwhile appears with its holder, disappears once
 // released, and Ctrl-C ends top with exit status 0. The password in the node URLs never
 // shows, and the key's control characters show as escapes.
-func TestTopOnTerminal(t *testing.T) {
+func TestRealTopOnTerminal(t *testing.T) {
 	t.Parallel()
 	_, nodes, clients := startAuthCluster(t, 3)
 	lc, err := redlock.New(clients)

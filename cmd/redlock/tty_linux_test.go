@@ -92,10 +92,10 @@ func startOnTerminal(t *testing.T, cmd *exec.Cmd, ptmx, pts *os.File) *terminal 
 // drain waits until the terminal's output has been read to its end.
 func (term *terminal) drain() { term.wg.Wait() }
 
-// TestExecOnTerminal runs exec as a shell runs a foreground job on a terminal: the command
+// TestRealExecOnTerminal runs exec as a shell runs a foreground job on a terminal: the command
 // can read the terminal (it is not stopped by SIGTTIN for being in a background process
 // group), and Ctrl-C on the terminal reaches it.
-func TestExecOnTerminal(t *testing.T) {
+func TestRealExecOnTerminal(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 3)
 	for _, tc := range []struct {
@@ -139,9 +139,9 @@ func TestExecOnTerminal(t *testing.T) {
 	}
 }
 
-// TestExecKilledRedlockKillsCommand kills redlock with SIGKILL, which it cannot catch: the
+// TestRealExecKilledRedlockKillsCommand kills redlock with SIGKILL, which it cannot catch: the
 // kernel must kill the command too, since nothing renews its lock any more.
-func TestExecKilledRedlockKillsCommand(t *testing.T) {
+func TestRealExecKilledRedlockKillsCommand(t *testing.T) {
 	t.Parallel()
 	_, nodes := startCluster(t, 3)
 	dir := t.TempDir()

@@ -16,11 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Every command the library sends (acquire, raise, extend, release, undo, status) goes
-// through the queue of its node. A bounded number of senders per node (Config.Concurrency)
-// take what is queued and write it as one go-redis
-// pipeline: one write and one read for all the calls that were ready at that moment, on one
-// pooled connection. Under load the batches grow instead of the number of connections and
+// Every command for a node goes through that node's Queue. A bounded number of senders per
+// node (Config.Concurrency) take what is queued and write it as one go-redis pipeline: one
+// write and one read for all the calls that were ready at that moment, on one pooled
+// connection. Under load the batches grow instead of the number of connections and
 // round trips, and a call that waits in the queue is not yet timing out: the node timeout
 // starts when its batch is written. docs/design.md §3.7 gives the rules and why they keep
 // the safety argument.
@@ -45,18 +44,18 @@ const (
 type Event struct {
 	Call  *Call
 	Node  int
-	Tag   uint8 // the owner's label (acquire or raise)
+	Tag   uint8 // the call's Tag: the owner's label, to tell its calls apart
 	Out   Outcome
-	Val   int64  // the integer reply (replyInt, replySetNX)
-	Slice []any  // the array reply (replySlice)
-	Str   string // the string reply (replyString)
+	Val   int64  // the integer reply (ReplyInt, ReplySetNX)
+	Slice []any  // the array reply (ReplySlice)
+	Str   string // the string reply (ReplyString)
 	Err   error
 }
 
 // Final reports whether nothing more will be reported about this call.
 func (e *Event) Final() bool { return e.Out != TimedOut }
 
-// Sink receives the events of the calls it owns. deliver runs on a transport goroutine (or
+// Sink receives the events of the calls it owns. Deliver runs on a transport goroutine (or
 // on the enqueuing goroutine for a call refused at once) and must not block.
 type Sink interface{ Deliver(ev Event) }
 
@@ -66,7 +65,7 @@ type ReplyKind uint8
 const (
 	ReplyInt    ReplyKind = iota // an integer reply (the scripts)
 	ReplySetNX                   // SET NX: OK is 1, nil is 0
-	ReplySlice                   // an array reply (status.lua)
+	ReplySlice                   // an array reply
 	ReplyString                  // a bulk string reply (INFO)
 )
 
@@ -88,13 +87,13 @@ type Call struct {
 	// same keys and arguments. Empty for other commands.
 	Src  string
 	Kind ReplyKind
-	Keep bool // never dropped before it is written (releases and undos)
+	Keep bool // never dropped before it is written, even while the node is stalled or refusing
 	// Patience: how long the call may wait for its reply when that is longer than the
-	// node's timeout (command.Patience); 0 for the node's timeout.
+	// node's timeout (at most half the exec budget, Budget); 0 for the node's timeout.
 	Patience time.Duration
-	Node     int
-	Tag      uint8
-	Sink     Sink // nil: nobody listens
+	Node     int   // the node's index, copied into the call's events
+	Tag      uint8 // the owner's label, copied into the call's events
+	Sink     Sink  // receives the call's events; nil: nobody listens
 	state    atomic.Uint32
 
 	mu    sync.Mutex
@@ -105,7 +104,7 @@ type Call struct {
 	written atomic.Int64 // when its batch was written, in Unix ns; set only with Config.StampWrites
 
 	// OnFinal, when set, is told once that the call is final: answered, or never written
-	// (a release's entry in its owner's bookkeeping of releases on their way).
+	// (for instance, to keep later calls behind it until its fate is known).
 	OnFinal Hook
 }
 
@@ -197,7 +196,7 @@ func (q *Queue) batchTimeout(calls []*Call) time.Duration {
 type Config struct {
 	// Timeout is the node timeout: how long a written batch waits for its replies before
 	// its calls are reported as timed out (longer for a node that has lately been slower,
-	// see Queue.timeout). Must be positive.
+	// up to half the exec budget). Must be positive.
 	Timeout time.Duration
 	// Concurrency is the most senders (pipelines in flight) for the node; at least 1.
 	Concurrency int
@@ -341,8 +340,9 @@ func (q *Queue) Queued() int {
 // stalled is Stalled with q.mu held.
 func (q *Queue) stalled() bool { return q.overdue > 0 && q.overdue == q.active-q.idle }
 
-// Send enqueues c. The call counts as background work of the client until it is final. A
-// call that may be dropped is refused at once (notSent) while the node is stalled.
+// Send enqueues c. The call holds Config.Work until it is final. A call that may be dropped
+// (not Keep) is refused at once (NotSent, ErrStalled or ErrRefusing) while the node is
+// stalled or refusing our authentication.
 func (q *Queue) Send(c *Call) {
 	q.cfg.Work.Add(1)
 	q.mu.Lock()
@@ -418,7 +418,7 @@ func (q *Queue) reportWaiting(c *Call) {
 
 // run is one sender: it writes batches while there is work, and waits for more when there
 // is none, until the owner closes Config.Stop (once every call is final). An idle sender
-// waits on a channel, not a timer: a process that locks a few times a second would
+// waits on a channel, not a timer: a process that sends a few calls a second would
 // otherwise wake for every sender's timer after every batch, which on a machine shared by
 // tens of processes costs more than the batches.
 func (q *Queue) run() {
@@ -641,9 +641,9 @@ func (q *Queue) expire(b *batch) {
 		return
 	}
 	q.mu.Unlock()
-	// Every call, releases and undos too, reports its timeout now: a Release gets its answer
-	// within the node's timeout. The call itself goes on (up to the exec budget) and its late
-	// answer still drives what waits for it (an undo's log line, the pending release).
+	// Every call, Keep calls too, reports its timeout now: its owner gets an answer within
+	// the node's timeout. The call itself goes on (up to the exec budget), and its late
+	// answer still reaches the sink and the OnFinal hook.
 	for _, c := range b.calls {
 		if c.state.CompareAndSwap(callSent, callTimedOut) {
 			q.report(c, Event{Out: TimedOut, Err: q.downErr(ErrTimeout)})
@@ -717,13 +717,13 @@ func (q *Queue) finish(c *Call) {
 	}
 	for _, n := range next {
 		q.Send(n)
-		q.cfg.Work.Done() // the hold taken in sendAfter
+		q.cfg.Work.Done() // the hold taken in SendAfter
 	}
 	q.cfg.Work.Done()
 }
 
 // Bounds of the pause during which a node that refused our authentication gets no call that
-// may be dropped (nodeQueue.downUntil).
+// may be dropped (Queue.downUntil).
 const (
 	downMin = 50 * time.Millisecond
 	downMax = time.Second
@@ -803,7 +803,7 @@ func decode(kind ReplyKind, cmd *redis.Cmd) Event {
 // ErrTimeout is a node's error when it did not answer within the node timeout.
 var ErrTimeout = errors.New("no reply within the node timeout")
 
-// DownError is errNodeTimeout or errNodeStalled with what the node's connection last
+// DownError is ErrTimeout, ErrStalled or ErrRefusing with what the node's connection last
 // failed with (a refused dial, a refused AUTH), when it failed without the node answering:
 // a timeout alone would hide that the node refuses connections.
 type DownError struct {

@@ -32,7 +32,6 @@ const nodeTimeout = 100 * time.Millisecond
 type owner struct {
 	work sync.WaitGroup
 	stop chan struct{}
-	qs   []*Queue
 }
 
 // newQueue returns a queue on rc, stopped and waited for when the test ends (after every
