@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -44,8 +45,10 @@ type Status struct {
 	// NextTokenAtLeast is a lower bound on the token the next successful acquire can get:
 	// an acquire needs a quorum of nodes, each of which increments its counter (or seeds a
 	// missing one from the clock), so the token is at least the Q-th smallest of those next
-	// values; nodes that did not answer count as unknown (as low as possible). 0 when too few
-	// nodes answered to say. It bounds the next fenced acquire; a Client made
+	// values; nodes that did not answer count as unknown (as low as possible), and a node
+	// whose counter is at the maximum (2^63 − 1) cannot take part. 0 when too few nodes
+	// answered to say, or too few can mint another token. It bounds the next fenced
+	// acquire; a Client made
 	// [WithoutFencing] gets token 0 and leaves the counters alone.
 	NextTokenAtLeast Token
 }
@@ -116,13 +119,16 @@ func (c *Client) nodeStatus(i int, v []any, err error) NodeStatus {
 }
 
 // nextToken is the least token an acquire with layout l could mint on this node now, by the
-// rules of lua/counters.lua, with seed the acquiring client's clock.
-func (ns *NodeStatus) nextToken(seed Token, l CounterLayout) Token {
+// rules of lua/counters.lua, with seed the acquiring client's clock; ok is false when the
+// node mints no more tokens (a counter at the maximum: the acquire fails there).
+func (ns *NodeStatus) nextToken(seed Token, l CounterLayout) (t Token, ok bool) {
 	own, other := ns.SlotCounter, ns.KeyCounter
 	if l == KeyCounters {
 		own, other = other, own
 	}
-	var t Token
+	if own >= math.MaxInt64 || other >= math.MaxInt64 {
+		return 0, false
+	}
 	if own != 0 {
 		t = own + 1
 	}
@@ -132,7 +138,7 @@ func (ns *NodeStatus) nextToken(seed Token, l CounterLayout) Token {
 	if l == SlotCounters || own == 0 {
 		t = max(t, seed)
 	}
-	return t
+	return t, true
 }
 
 // summarise fills Holder and NextTokenAtLeast; seed is the clock's reading an acquire made
@@ -149,7 +155,9 @@ func (s *Status) summarise(seed int64, l CounterLayout) {
 		if ns.Holder != "" {
 			holders[ns.Holder]++
 		}
-		next = append(next, ns.nextToken(Token(seed), l))
+		if t, ok := ns.nextToken(Token(seed), l); ok {
+			next = append(next, t)
+		}
 	}
 	for h, k := range holders {
 		if k >= s.Quorum {

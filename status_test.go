@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 )
@@ -74,5 +75,43 @@ func TestStatus(t *testing.T) {
 
 	if _, err := c.Status(ctx, ""); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("empty key: %v", err)
+	}
+}
+
+// TestStatusAtCounterMax: a node whose counter is at the maximum mints no more tokens, so it
+// cannot be part of the next acquire's quorum. Status leaves it out of the bound (before, it
+// reported 2^63 for it), and says 0 when fewer than a quorum of nodes can mint; the acquire
+// then fails, as the bound says.
+func TestStatusAtCounterMax(t *testing.T) {
+	servers, clients := miniNodes(t, 5)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t, 10*time.Second)
+	base := Token(aheadOfSeeds())
+	maxed := Token(math.MaxInt64).String()
+	for i, v := range []string{maxed, maxed, (base + 10).String(), (base + 30).String(), (base + 20).String()} {
+		servers[i].Set(testFence, v)
+	}
+	st, err := c.Status(ctx, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := base + 31; st.NextTokenAtLeast != want {
+		t.Fatalf("two nodes at the maximum: next token at least %d, want %d (the third of the three that can mint)", st.NextTokenAtLeast, want)
+	}
+	l, err := c.TryAcquire(ctx, testKey, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token() < st.NextTokenAtLeast {
+		t.Fatalf("token %d below the bound %d", l.Token(), st.NextTokenAtLeast)
+	}
+	_ = l.Release(ctx)
+	settle(c)
+	servers[2].Set(testFence, maxed)
+	if st, err = c.Status(ctx, testKey); err != nil || st.NextTokenAtLeast != 0 {
+		t.Fatalf("three of five at the maximum: next token at least %d (%v), want 0", st.NextTokenAtLeast, err)
+	}
+	if _, err := c.TryAcquire(ctx, testKey, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("acquire with three counters at the maximum: %v, want ErrNotAcquired", err)
 	}
 }

@@ -7,7 +7,9 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -116,6 +118,13 @@ func parseNodeURL(u string) (*redis.Options, string) {
 	o, err := redis.ParseURL(u)
 	if err != nil {
 		return nil, optionProblem(err, pu)
+	}
+	if o.Network == "tcp" {
+		if _, port, err := net.SplitHostPort(o.Addr); err == nil {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return nil, "a port outside 1-65535"
+			}
+		}
 	}
 	return o, ""
 }

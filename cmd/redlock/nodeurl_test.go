@@ -153,13 +153,15 @@ func TestNodeURLHost(t *testing.T) {
 		{"redis://:pw_zz@127.0.0.1", "no port"},
 		{"rediss://h", "no port"},
 		{"redis://:pw_zz@127.0.0.1:7611:7612", "malformed host:port"},
+		{"redis://:pw_zz@127.0.0.1:99999", "a port outside 1-65535"},
+		{"redis://:pw_zz@127.0.0.1:0", "a port outside 1-65535"},
 	} {
 		_, err := parseNodeURLs(tc.url, "--nodes", "")
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pw_zz") {
 			t.Errorf("%s: %v, want an error saying %q without the password", tc.url, err, tc.want)
 		}
 	}
-	for _, ok := range []string{"redis://127.0.0.1:7611", "rediss://u:p@h:1/0", "redis://[::1]:7611", "unix:///tmp/r.sock"} {
+	for _, ok := range []string{"redis://127.0.0.1:7611", "redis://127.0.0.1:65535", "rediss://u:p@h:1/0", "redis://[::1]:7611", "unix:///tmp/r.sock"} {
 		if _, err := parseNodeURLs(ok, "--nodes", ""); err != nil {
 			t.Errorf("%s: %v", ok, err)
 		}
