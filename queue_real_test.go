@@ -67,6 +67,16 @@ func TestRealQueueFIFO(t *testing.T) {
 			return queuedOnEvery(ctx, admin, key, c.id)
 		})
 	}
+	// Status counts the six places on every node.
+	st, err := holder.Status(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range st.Nodes {
+		if ns.Waiters != n {
+			t.Fatalf("node %d: Status counts %d waiters, want %d", ns.Node, ns.Waiters, n)
+		}
+	}
 	start := time.Now()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -246,6 +256,11 @@ func TestRealQueueWithoutQueueCommands(t *testing.T) {
 		got <- err
 	}()
 	testutil.WaitFor(t, 10*time.Second, "the second client to wait on the key", func() bool { return isWaiting(b, key) })
+	if st, err := a.Status(ctx, key); err != nil {
+		t.Fatalf("status by a user without the queue's commands: %v", err)
+	} else if st.Nodes[0].Waiters != -1 {
+		t.Fatalf("status by a user without ZCARD: %d waiters, want -1 (unknown)", st.Nodes[0].Waiters)
+	}
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("release by a user without the queue's commands: %v", err)
 	}

@@ -213,7 +213,8 @@ func newHealCommand(set lockKeys, a healArgs) *command {
 	return newScriptCall(healScript, set.triples(a.layout), argv...)
 }
 
-// status.lua: KEYS the lock key, its own and its other counter; no ARGV. An array reply.
+// status.lua: KEYS the lock key, its own and its other counter, its waiter queue; no ARGV. An
+// array reply.
 var (
 	//go:embed lua/status.lua
 	statusSrc    string
@@ -221,7 +222,7 @@ var (
 )
 
 func newStatusCommand(set lockKeys, l CounterLayout) *command {
-	cmd := newScriptCall(statusScript, set.triples(l))
+	cmd := newScriptCall(statusScript, append(set.triples(l), newQueueKeys(set.keys[0]).queue))
 	cmd.kind = transport.ReplySlice
 	return cmd
 }

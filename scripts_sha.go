@@ -18,5 +18,5 @@ var scriptSHAs = map[string]string{
 	"raise":          "573f620d91a03787cb98eccfd5e7eb7c4aa0458d",
 	"release":        "05d2a9792700919fd0fd188510fac276e7d10824",
 	"release_multi":  "10459e41e091e5f8ed5a9ed19049b23f09a01a96",
-	"status":         "1191a6160e65885a96e228772ef42cb7707b9534",
+	"status":         "dda7a3eabd002aa19d7733afc7fd223ace033e18",
 }

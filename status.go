@@ -29,6 +29,11 @@ type NodeStatus struct {
 	Counter     Token
 	SlotCounter Token
 	KeyCounter  Token
+	// Waiters is the number of places in the key's waiter queue on this node (the Acquire
+	// calls of other processes, one per Client, waiting their turn; docs/design.md §3.10). A
+	// waiter that died keeps its place until it expires. -1 when the node would not say (an
+	// ACL user without ZCARD).
+	Waiters int
 }
 
 // Status is a snapshot of a lock key across the nodes, for operators and tools. It is read
@@ -90,8 +95,8 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 }
 
 func (c *Client) nodeStatus(i int, v []any, err error) NodeStatus {
-	ns := NodeStatus{Node: i, Addr: c.nodes[i].addr}
-	if err == nil && len(v) != 4 {
+	ns := NodeStatus{Node: i, Addr: c.nodes[i].addr, Waiters: -1}
+	if err == nil && len(v) != 5 {
 		err = fmt.Errorf("unexpected status reply %v", v)
 	}
 	if err != nil {
@@ -99,6 +104,11 @@ func (c *Client) nodeStatus(i int, v []any, err error) NodeStatus {
 		return ns
 	}
 	ns.Holder, _ = v[0].(string)
+	if n, ok := v[4].(int64); ok {
+		ns.Waiters = int(n)
+	} else {
+		ns.Waiters = -1
+	}
 	if ms, _ := v[1].(int64); ms > 0 {
 		ns.TTL = time.Duration(ms) * time.Millisecond
 	}

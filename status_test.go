@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -113,5 +114,31 @@ func TestStatusAtCounterMax(t *testing.T) {
 	}
 	if _, err := c.TryAcquire(ctx, testKey, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("acquire with three counters at the maximum: %v, want ErrNotAcquired", err)
+	}
+}
+
+// TestStatusWaiters: Status counts the places in the key's waiter queue on each node, and
+// says -1 for a node that cannot tell (here its queue key holds a string, so ZCARD fails).
+func TestStatusWaiters(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	ctx := ctxT(t, 10*time.Second)
+	q := newQueueKeys(testKey).queue
+	for i, n := range []int{2, 0} {
+		for j := range n {
+			if _, err := servers[i].ZAdd(q, float64(j), fmt.Sprint("member", j)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	servers[2].Set(q, "not a queue")
+	st, err := c.Status(ctx, testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int{2, 0, -1} {
+		if got := st.Nodes[i].Waiters; got != want || st.Nodes[i].Err != nil {
+			t.Errorf("node %d: %d waiters (%v), want %d", i, got, st.Nodes[i].Err, want)
+		}
 	}
 }

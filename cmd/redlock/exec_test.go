@@ -659,7 +659,7 @@ func TestRealStatusMatchesNodes(t *testing.T) {
 	for i, n := range doc.Nodes {
 		b, a := before[i], after[i]
 		if n.Node != i || n.Addr != cluster.Addrs()[i] || !n.Answered || n.Error != "" || n.Holder != b.holder || n.Holder != a.holder ||
-			n.Counter != b.counter || n.Counter != token || n.SlotCounter != token || n.KeyCounter != 0 || b.perKey {
+			n.Counter != b.counter || n.Counter != token || n.SlotCounter != token || n.KeyCounter != 0 || b.perKey || n.Waiters != 0 {
 			t.Errorf("node %d: status %+v; nodes hold %q, slot counter %d, per-key counter %v; token %d", i, n, b.holder, b.counter, b.perKey, token)
 		}
 		if ttl := time.Duration(n.TTLMillis) * time.Millisecond; ttl > b.pttl || ttl < a.pttl-time.Millisecond {
@@ -668,12 +668,12 @@ func TestRealStatusMatchesNodes(t *testing.T) {
 	}
 	short := id[:8]
 	for i, addr := range cluster.Addrs() {
-		row := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +%s +yes +%s +[0-9.]+m?s +%d +- *$`, i, regexp.QuoteMeta(addr), short, token))
+		row := regexp.MustCompile(fmt.Sprintf(`(?m)^%d +%s +yes +%s +[0-9.]+m?s +%d +- +0 *$`, i, regexp.QuoteMeta(addr), short, token))
 		if !row.MatchString(out) {
-			t.Errorf("table lacks a row for node %d (%s) with holder %s, slot counter %d, no key counter:\n%s", i, addr, short, token, out)
+			t.Errorf("table lacks a row for node %d (%s) with holder %s, slot counter %d, no key counter, no waiters:\n%s", i, addr, short, token, out)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^node +address +answered +holder +ttl +slot counter +key counter +error$`).MatchString(out) {
+	if !regexp.MustCompile(`(?m)^node +address +answered +holder +ttl +slot counter +key counter +waiters +error$`).MatchString(out) {
 		t.Errorf("table's column titles:\n%s", out)
 	}
 	for _, want := range []string{`lock "status" on 5 nodes, quorum 3`, "held by " + short + " on 5 of 5 nodes, for about "} {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -210,21 +211,21 @@ func describeHolder(st *redlock.Status) string {
 func writeStatusTable(w io.Writer, st *redlock.Status) {
 	fmt.Fprintf(w, "lock %q on %d nodes, quorum %d\n\n", st.Key, len(st.Nodes), st.Quorum)
 	tw := newTable(w)
-	fmt.Fprintf(tw, "node\taddress\tanswered\tholder\tttl\tslot counter\tkey counter\terror\n")
+	fmt.Fprintf(tw, "node\taddress\tanswered\tholder\tttl\tslot counter\tkey counter\twaiters\terror\n")
 	for _, ns := range st.Nodes {
 		addr := ns.Addr
 		if addr == "" {
 			addr = "-"
 		}
 		if ns.Err != nil {
-			fmt.Fprintf(tw, "%d\t%s\tno\t-\t-\t-\t-\t%s\n", ns.Node, addr, nodeErrText(ns.Err))
+			fmt.Fprintf(tw, "%d\t%s\tno\t-\t-\t-\t-\t-\t%s\n", ns.Node, addr, nodeErrText(ns.Err))
 			continue
 		}
 		ttl := "-"
 		if ns.Holder != "" {
 			ttl = fmtTTL(ns.TTL)
 		}
-		fmt.Fprintf(tw, "%d\t%s\tyes\t%s\t%s\t%s\t%s\t\n", ns.Node, addr, shortID(ns.Holder), ttl, counterCell(ns.SlotCounter), counterCell(ns.KeyCounter))
+		fmt.Fprintf(tw, "%d\t%s\tyes\t%s\t%s\t%s\t%s\t%s\t\n", ns.Node, addr, shortID(ns.Holder), ttl, counterCell(ns.SlotCounter), counterCell(ns.KeyCounter), waitersCell(ns.Waiters))
 	}
 	_ = tw.Flush()
 	if st.HeldByQuorum() && answered(st) >= st.Quorum {
@@ -267,6 +268,17 @@ type nodeStatusDoc struct {
 	Counter     uint64 `json:"counter"`
 	SlotCounter uint64 `json:"slot_counter"`
 	KeyCounter  uint64 `json:"key_counter"`
+	// Waiters is the number of places in the key's waiter queue on the node (other
+	// processes' Acquire calls waiting their turn), -1 when the node would not say.
+	Waiters int `json:"waiters"`
+}
+
+// waitersCell is a node's waiter count in a table: "?" when the node would not say.
+func waitersCell(n int) string {
+	if n < 0 {
+		return "?"
+	}
+	return strconv.Itoa(n)
 }
 
 // counterCell is a fence counter in a table: "-" when the node has none.
@@ -281,7 +293,7 @@ func counterCell(t redlock.Token) string {
 func nodeDocs(st *redlock.Status) []nodeStatusDoc {
 	out := make([]nodeStatusDoc, 0, len(st.Nodes))
 	for _, ns := range st.Nodes {
-		nd := nodeStatusDoc{Node: ns.Node, Addr: ns.Addr, Answered: ns.Err == nil}
+		nd := nodeStatusDoc{Node: ns.Node, Addr: ns.Addr, Answered: ns.Err == nil, Waiters: ns.Waiters}
 		if ns.Err != nil {
 			nd.Error = nodeErrText(ns.Err)
 		} else {
