@@ -189,9 +189,6 @@ func observed[T any](c *Client, ctx context.Context, op Op, run func(ctx context
 	var err error
 	defer func() { // also when run panics (a Do's function), so that the operation ends
 		e.Err = err
-		if e.Outcome == "" {
-			e.Outcome = outcomeOf(err)
-		}
 		end(e)
 	}()
 	var v T
@@ -200,7 +197,8 @@ func observed[T any](c *Client, ctx context.Context, op Op, run func(ctx context
 }
 
 // startOp calls the observer's Start, if there is one, and returns the context for the
-// operation's events and a function that ends it (never nil).
+// operation's events and a function that ends it (never nil), classifying an End whose
+// Outcome is empty from its Err.
 func (c *Client) startOp(ctx context.Context, op Op) (context.Context, func(End)) {
 	o := c.cfg.observer
 	if o == nil {
@@ -211,9 +209,14 @@ func (c *Client) startOp(ctx context.Context, op Op) (context.Context, func(End)
 		octx = ctx
 	}
 	if end == nil {
-		end = nopEnd
+		return octx, nopEnd
 	}
-	return octx, end
+	return octx, func(e End) {
+		if e.Outcome == "" {
+			e.Outcome = outcomeOf(e.Err) // classified only when someone listens
+		}
+		end(e)
+	}
 }
 
 func nopEnd(End) {}

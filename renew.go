@@ -215,7 +215,7 @@ func (r *renewer) extend(h *hold, start time.Time) {
 	octx, end := r.c.startOp(h.ctx, Op{Kind: OpExtend, Keys: l.set.keys, TTL: l.ttl}) // nopEnd without an observer
 	l.extendOp(octx, l.ttl, func(err error) {
 		err = settle(err)
-		end(End{Outcome: outcomeOf(err), Err: err})
+		end(End{Err: err}) // its Outcome is classified by startOp's end, only with an observer
 		r.extended(h, err)
 	}).start()
 }
