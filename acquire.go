@@ -141,7 +141,7 @@ func (t *turn) retry(ctx context.Context, ttl time.Duration) (*Lock, attemptResu
 		attempts++
 		var l *Lock
 		var r attemptResult
-		l, r, err = t.c.runAttempt(ctx, t.set, ttl, t.qa)
+		l, r, err = t.try(ctx, ttl)
 		t.tried(woken, r)
 		switch {
 		case r.kind == attemptWon:

@@ -97,11 +97,17 @@ func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn fun
 
 // hold acquires the lock of a Do, runs fn under it while the renewer keeps it, and releases
 // it.
-func (c *Client) hold(ctx context.Context, set lockKeys, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) (err error) {
+func (c *Client) hold(ctx context.Context, set lockKeys, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) error {
 	l, err := c.acquire(ctx, set, ttl)
 	if err != nil {
 		return err
 	}
+	return c.run(ctx, l, fn)
+}
+
+// run runs fn under the newly acquired l while the renewer keeps it, and releases it (the
+// part of a Do after its acquire: Client.Do, Semaphore.Do).
+func (c *Client) run(ctx context.Context, l *Lock, fn func(ctx context.Context, l *Lock) error) (err error) {
 	if l.outer != nil {
 		return doJoined(ctx, l, fn)
 	}

@@ -393,3 +393,41 @@ func ExampleRedisFence() {
 	// stale write refused: true
 	// paid 7
 }
+
+// A semaphore of 2 permits: two holders at once, a third is refused until one releases.
+// Each permit is a lock key of its own, so each holder's token fences what its permit
+// guards; the tokens of one permit increase from holder to holder.
+func ExampleSemaphore() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	c, _ := redlock.New(nodes)
+	defer c.Close()
+	ctx := context.Background()
+
+	bank := c.Semaphore("bank-api", 2)
+	a, _ := bank.TryAcquire(ctx, time.Minute)
+	b, _ := bank.TryAcquire(ctx, time.Minute)
+	fmt.Println("two permits:", a.Key() != b.Key())
+
+	_, err := bank.TryAcquire(ctx, time.Minute)
+	fmt.Println("third refused:", errors.Is(err, redlock.ErrNotAcquired))
+
+	_ = a.Release(ctx)
+	c2, _ := bank.TryAcquire(ctx, time.Minute)
+	fmt.Println("same permit again:", c2.Key() == a.Key(), "token larger:", c2.Token() > a.Token())
+
+	// Do holds a permit while the function runs, renewing it, as Client.Do does for a lock.
+	_ = b.Release(ctx)
+	err = bank.Do(ctx, 10*time.Second, func(ctx context.Context, p *redlock.Lock) error {
+		fmt.Println("in Do on a permit:", p.Key() == bank.PermitKey(0) || p.Key() == bank.PermitKey(1))
+		return nil
+	})
+	fmt.Println(err)
+	_ = c2.Release(ctx)
+	// Output:
+	// two permits: true
+	// third refused: true
+	// same permit again: true token larger: true
+	// in Do on a permit: true
+	// <nil>
+}

@@ -69,6 +69,9 @@ type Op struct {
 	Kind OpKind
 	Keys []string      // the lock's keys (read-only); one for a single-key lock
 	TTL  time.Duration // the TTL asked for (acquire, extend, do)
+	// Semaphore is the semaphore's name for an acquire or Do of a [Semaphore] (Keys are then
+	// its permit keys, of which the operation takes one); "" otherwise.
+	Semaphore string
 }
 
 // Outcome is how an operation, an attempt or a node call ended.

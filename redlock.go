@@ -24,6 +24,7 @@ type Client struct {
 
 	heldMu  sync.Mutex
 	held    map[*Lock]struct{} // locks acquired and not yet released, for Close
+	permits map[string]*Lock   // semaphore permits held (or, trying, being attempted) here, by key (semaphore.go)
 	wait    waitQueues         // this client's Acquire calls waiting for a key, in arrival order
 	wake    wakeHub            // releases announced by other processes, for the waiters (wakehub.go)
 	renewer renewer            // the renewals of every Do of this client (renew.go)
@@ -143,6 +144,9 @@ func (c *Client) remember(l *Lock) {
 func (c *Client) forget(l *Lock) {
 	c.heldMu.Lock()
 	delete(c.held, l)
+	if c.permits[l.key] == l {
+		delete(c.permits, l.key)
+	}
 	c.heldMu.Unlock()
 }
 

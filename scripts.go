@@ -227,6 +227,19 @@ func newStatusCommand(set lockKeys, l CounterLayout) *command {
 	return cmd
 }
 
+// permits.lua: KEYS a semaphore's permit keys; no ARGV. An array reply: each key's PTTL.
+var (
+	//go:embed lua/permits.lua
+	permitsSrc    string
+	permitsScript = newLua("permits", permitsSrc)
+)
+
+func newPermitsCommand(keys []string) *command {
+	cmd := newScriptCall(permitsScript, keys)
+	cmd.kind = transport.ReplySlice
+	return cmd
+}
+
 func argFlag(b bool) string {
 	if b {
 		return "1"

@@ -15,6 +15,7 @@ var scriptSHAs = map[string]string{
 	"fence_write":    "c1bd75b73720c35ca2ef4e939b78919a31352c63",
 	"heal":           "6702cac634458fc7fa05b105d631a74f48ca0eed",
 	"leave":          "d60cdddf32a1dd1da0d4ac7019d37cc79793e43e",
+	"permits":        "0b9713dee2f8996a009eb537df6400cea3d83e30",
 	"raise":          "573f620d91a03787cb98eccfd5e7eb7c4aa0458d",
 	"release":        "05d2a9792700919fd0fd188510fac276e7d10824",
 	"release_multi":  "10459e41e091e5f8ed5a9ed19049b23f09a01a96",

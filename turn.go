@@ -22,6 +22,9 @@ type turn struct {
 	sent       bool // an attempt reached the nodes (it may have queued us there)
 	losses     int  // attempts made on a wake-up that another contender beat
 	overloaded int  // consecutive attempts that failed with no node refusing (turn.pause)
+	// attempt makes one attempt; nil for the lock's own (runAttempt on set). A semaphore's
+	// turn waits on every permit key and chooses one per attempt (semaphore.go).
+	attempt func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error)
 }
 
 // newTurn makes the turn of an Acquire of set, with its ticket when it queues on the nodes.
@@ -64,7 +67,13 @@ func (t *turn) enter(ctx context.Context) error {
 	if t.c.wait.first(t.key, t.w) {
 		return nil
 	}
-	return t.c.waitTurn(ctx, t.set, t.key, t.w, jitter(t.c.cfg.retryDelay))
+	pause := jitter(t.c.cfg.retryDelay)
+	if t.attempt != nil {
+		// A semaphore: the waiter before us won a permit and left, and another may be free,
+		// so the new head tries at once.
+		pause = 0
+	}
+	return t.c.waitTurn(ctx, t.set, t.key, t.w, pause)
 }
 
 // woken reports whether the next attempt answers a release announced on the keys' channel
@@ -79,6 +88,14 @@ func (t *turn) giveWay(ctx context.Context) error {
 		return nil
 	}
 	return t.c.giveWay(ctx, seniorityDelay(t.c.cfg.retryDelay, t.losses))
+}
+
+// try makes the next attempt.
+func (t *turn) try(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+	if t.attempt != nil {
+		return t.attempt(ctx, ttl)
+	}
+	return t.c.runAttempt(ctx, t.set, ttl, t.qa)
 }
 
 // mark is taken just before an attempt: a release announced from then on gets us another

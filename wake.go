@@ -92,7 +92,7 @@ func (q *waitQueues) join(set lockKeys, key string, ticket int64) *waiter {
 		q.m = map[string][]*waiter{}
 	}
 	q.m[key] = append(q.m[key], w)
-	if len(set.keys) > 1 {
+	if waitsOnSet(set, key) {
 		if q.sets == nil {
 			q.sets = map[string]map[string]int{}
 		}
@@ -104,6 +104,13 @@ func (q *waitQueues) join(set lockKeys, key string, ticket int64) *waiter {
 		}
 	}
 	return w
+}
+
+// waitsOnSet reports whether the waiters queued under key wait for a release of any of
+// set's keys (a multi-key lock; a semaphore's permits, whose queue is named apart even for
+// one permit) rather than for the key itself.
+func waitsOnSet(set lockKeys, key string) bool {
+	return len(set.keys) > 1 || set.keys[0] != key
 }
 
 // head reports whether w is first in key's queue, and takes a pending release kick.
@@ -144,7 +151,7 @@ func (q *waitQueues) headTicket(key string) int64 {
 func (q *waitQueues) leave(set lockKeys, key string, w *waiter) (empty bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(set.keys) > 1 {
+	if waitsOnSet(set, key) {
 		for _, k := range set.keys {
 			if q.sets[k][key]--; q.sets[k][key] <= 0 {
 				delete(q.sets[k], key)

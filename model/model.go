@@ -43,12 +43,18 @@ const (
 	// the key is set, then the mint fails at the counter's maximum, and the script's reply
 	// reads as "held" (it returned -2^63, a double's overflow), so the client undoes nothing.
 	SetBeforeMint
+	// CountOnMajority is the semaphore that counts holders per node instead of taking one
+	// permit key on a quorum (design.md §3.11): a node asked for a permit that another holder
+	// has gives the client any other permit that is free there, so the nodes of one
+	// acquisition may each grant it a different permit.
+	CountOnMajority
 )
 
 func (m Mutation) String() string {
 	return [...]string{"real rules", "raise without the key-still-ours check",
 		"raise lowers a counter above the target", "extend re-creates an expired key",
-		"extend overwrites another holder's key", "acquire sets the key before its mint fails"}[m]
+		"extend overwrites another holder's key", "acquire sets the key before its mint fails",
+		"a semaphore that counts holders per node"}[m]
 }
 
 // ClientConfig is one client.
@@ -85,6 +91,11 @@ type Config struct {
 	// undo releases it, as for every error.
 	Refuse    bool
 	Exclusion bool // check mutual exclusion (only meaningful with at most f amnesic nodes)
+	// Permits, when not 0, checks the semaphore (design.md §3.11, §5.13): the Keys are its
+	// permit keys (Keys = Permits), an acquisition of any key (OnlyKey 0) is one that may
+	// choose any permit, and at no moment may more than Permits clients hold a key with
+	// validity left. It needs Exclusion's expiry rule.
+	Permits int
 	// Continuity checks design.md §5.10's "a late extend is safe": when an extend wins, no
 	// other acquisition of the key has been granted since this holder's grant. It needs
 	// Exclusion's expiry rule and Timely.
@@ -531,6 +542,12 @@ func (k *checker) execute(s *state, m msg) string {
 		switch {
 		case l == OldClient:
 			r = OldAcquire(&v, id, seed)
+		case k.cfg.Mutation == CountOnMajority && v.Holder != 0 && v.Holder != id && k.freeKey(n) >= 0:
+			// Held here by another: this node grants whichever other permit it has free.
+			key = k.freeKey(n)
+			v = n.view(key, l)
+			before = 0
+			r = k.rules().Acquire(&v, id, seed, slot)
 		case k.cfg.Mutation == SetBeforeMint && v.Holder == 0:
 			if r = k.rules().Acquire(&v, id, seed, slot); r == Failed {
 				v.Holder, r = id, 0
@@ -604,6 +621,16 @@ func (k *checker) execute(s *state, m msg) string {
 		return ""
 	}
 	return k.f("n%d: %s %s   [n%d %s]", m.node, k.msgText(m), lbl, m.node, nodeText(n, k.cfg.Keys))
+}
+
+// freeKey returns a key that no holder has on node n, -1 when every key is held there.
+func (k *checker) freeKey(n *node) int {
+	for key := 0; key < k.cfg.Keys; key++ {
+		if n.holder[key] == 0 {
+			return key
+		}
+	}
+	return -1
 }
 
 // f formats a step's label; labels are only built when a trace is replayed.
@@ -837,6 +864,14 @@ func (k *checker) win(s *state, c int, lbl string) string {
 	cc := &s.cl[c]
 	t := cc.target
 	key := int(cc.key)
+	if k.cfg.Mutation == CountOnMajority {
+		// Its nodes may each have given it another permit: the token names none of them.
+		cc.phase, cc.token, cc.valid, cc.ended = phHolding, t, 0, -1
+		cc.st, cc.cnt, cc.mayHold, cc.target = [maxN]uint8{}, [maxN]int16{}, [maxN]bool{}, 0
+		s.dropRepliesOf(c, mAcquireReply)
+		s.dropRepliesOf(c, mRaiseReply)
+		return lbl
+	}
 	for i := 0; i < s.nwonN(key); i++ {
 		if s.won[key][i] == t && s.violation == "" {
 			s.violation = fmt.Sprintf("claim U broken: token %d of k%d handed out twice", t, key)
@@ -981,6 +1016,21 @@ func (k *checker) check(s *state) {
 	}
 	if !k.cfg.Exclusion {
 		return
+	}
+	if k.cfg.Permits > 0 {
+		holders := 0
+		for c := range k.cfg.Clients {
+			if cc := &s.cl[c]; cc.phase == phHolding && cc.valid > cc.ended {
+				holders++
+			}
+		}
+		if holders > k.cfg.Permits {
+			s.violation = fmt.Sprintf("semaphore broken: %d holders with validity left, %d permits", holders, k.cfg.Permits)
+			return
+		}
+		if k.cfg.Mutation == CountOnMajority {
+			return // a holder's key says nothing: its nodes may each have given it another
+		}
 	}
 	for a := range k.cfg.Clients {
 		for b := a + 1; b < len(k.cfg.Clients); b++ {

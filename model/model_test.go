@@ -87,6 +87,59 @@ var realConfigs = []tiered{
 	{normal, Config{Name: "N3 Q2 mutual exclusion, slot+slot, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 1), Expiry: true, Exclusion: true, Gate: true, NoLeftover: true}},
 	{big, Config{Name: "N3 Q2 slot+key, expiry, timeouts, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, KeyLayout, 1), Expiry: true, Lose: true, Gate: true}},
 	{gigantic, Config{Name: "N3 Q2 slot+slot, 2 acquisitions each, expiry, queue gate", N: 3, Q: 2, Keys: 1, Clients: two(SlotLayout, SlotLayout, 2), Expiry: true, Exclusion: true, Gate: true}},
+	// The semaphore (design.md §3.11, §5.13): two permit keys, three clients each free to
+	// take either; at most two may hold with validity left.
+	{cheap, Config{Name: "N1 Q1 semaphore, 2 permits, three clients, expiry", N: 1, Q: 1, Keys: 2, Permits: 2, Clients: threeAny, Expiry: true, Exclusion: true, NoLeftover: true}},
+	{big, Config{Name: "N2 Q2 semaphore, 2 permits, three clients", N: 2, Q: 2, Keys: 2, Permits: 2, Clients: threeAny, Exclusion: true}},
+	{big, Config{Name: "N2 Q2 semaphore, 2 permits, three clients, expiry", N: 2, Q: 2, Keys: 2, Permits: 2, Clients: threeAny, Expiry: true, Exclusion: true}},
+}
+
+// threeAny are three clients that acquire once each, any key: a semaphore's holders, each
+// free to choose a permit.
+var threeAny = []ClientConfig{{Layout: SlotLayout, Acquisitions: 1}, {Layout: SlotLayout, Acquisitions: 1}, {Layout: SlotLayout, Acquisitions: 1}}
+
+// countingRun is the three-holder run of design.md §3.11: 2 permits on 3 nodes, three
+// clients that all ask for permit k0 first; a node that has k0 taken gives the asker k1.
+var countingRun = []string{
+	"c0: start acquire #1 of k0",
+	"c1: start acquire #1 of k0",
+	"c2: start acquire #1 of k0",
+	"n0: acquire.lua(k0, c0#1",
+	"n1: acquire.lua(k0, c0#1",
+	"n0: acquire.lua(k0, c1#1",
+	"n2: acquire.lua(k0, c1#1",
+	"n1: acquire.lua(k0, c2#1",
+	"n2: acquire.lua(k0, c2#1",
+	"c0: n0 answers acquire",
+	"c0: n1 answers acquire",
+	"c1: n0 answers acquire",
+	"c1: n2 answers acquire",
+	"c2: n1 answers acquire",
+	"c2: n2 answers acquire",
+	"n2: raise.lua(k0, c1#1",
+	"c1: n2 answers raise",
+}
+
+// TestModelCountingSemaphore: counting holders per node lets three hold two permits (the
+// run above, replayed with the CountOnMajority mutation), while with the real rules the same
+// schedule leaves the third client refused. The full search for it is in mutations (big).
+func TestModelCountingSemaphore(t *testing.T) {
+	first := []ClientConfig{{Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1}, {Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1}, {Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1}}
+	cfg := Config{N: 3, Q: 2, Keys: 2, Permits: 2, Clients: first, Exclusion: true, Mutation: CountOnMajority}
+	trace, v, un := Follow(cfg, countingRun)
+	t.Logf("counting:\n%s", strings.Join(trace, "\n"))
+	if un != "" || !strings.Contains(v, "semaphore broken: 3 holders") {
+		t.Fatalf("counting: violation %q, no step for %q", v, un)
+	}
+	cfg.Mutation = Real
+	trace, v, un = Follow(cfg, countingRun)
+	t.Logf("real rules:\n%s", strings.Join(trace, "\n"))
+	if v != "" {
+		t.Fatalf("real rules: %s", v)
+	}
+	if un == "" {
+		t.Fatalf("real rules: the whole counting run was possible, ending %q", trace[len(trace)-1])
+	}
 }
 
 // TestModelGateRefuses: the queue gate is a real branch of the search, not a no-op: with it
@@ -157,6 +210,7 @@ var mutations = []struct {
 	{cheap, Config{Name: "extend re-creates an expired key, N2 Q2", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Mutation: ExtendRecreates}, "continuity"},
 	{cheap, Config{Name: "extend overwrites another holder's key, N2 Q2", N: 2, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Mutation: ExtendOverwrites}, "continuity"},
 	{normal, Config{Name: "extend overwrites another holder's key, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Mutation: ExtendOverwrites}, "mutual exclusion"},
+	{big, Config{Name: "a semaphore that counts holders per node, N3 Q2, 2 permits", N: 3, Q: 2, Keys: 2, Permits: 2, Clients: []ClientConfig{{Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1}, {Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1}, {Layout: SlotLayout, Acquisitions: 1, OnlyKey: 1}}, Exclusion: true, Mutation: CountOnMajority}, "semaphore broken"},
 	{big, Config{Name: "extend re-creates an expired key, N3 Q2", N: 3, Q: 2, Keys: 1, Clients: []ClientConfig{extender, other}, Expiry: true, Exclusion: true, Continuity: true, Timely: true, Mutation: ExtendRecreates}, "continuity"},
 	// Not a broken rule but a dropped assumption: without Timely, A's acquire may reach a
 	// node after A's grant and after another holder has come and gone there.

@@ -47,6 +47,7 @@ const (
 	AttrToken     = attribute.Key("redlock.token")     // span attribute: the fencing token
 	AttrKeys      = attribute.Key("redlock.keys")      // span attribute: the number of keys
 	AttrKey       = attribute.Key("redlock.key")       // only WithKeyAttribute: the first key
+	AttrSemaphore = attribute.Key("redlock.semaphore") // only WithKeyAttribute: a semaphore's name (Op.Semaphore)
 	AttrTTL       = attribute.Key("redlock.ttl_ms")    // span attribute
 	AttrAttempts  = attribute.Key("redlock.attempts")  // span attribute
 	AttrJoined    = attribute.Key("redlock.joined")    // span attribute: a reentrant join
@@ -159,6 +160,9 @@ func (o *Observer) Start(ctx context.Context, op redlock.Op) (context.Context, f
 	}
 	if o.keyAttr && len(op.Keys) > 0 {
 		attrs = append(attrs, AttrKey.String(op.Keys[0]))
+	}
+	if o.keyAttr && op.Semaphore != "" {
+		attrs = append(attrs, AttrSemaphore.String(op.Semaphore))
 	}
 	ctx, span := o.tracer.Start(ctx, "redlock."+string(op.Kind), trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindClient))
 	start := time.Now()

@@ -307,3 +307,66 @@ func TestWakeUpsAndHoldTime(t *testing.T) {
 		t.Errorf("redlock.hold.duration: %d holds, want 2", n)
 	}
 }
+
+// TestSemaphoreSpans: a semaphore's acquire and Do are spans like a lock's, with the permit's
+// token; the semaphore's name is an attribute only with WithKeyAttribute.
+func TestSemaphoreSpans(t *testing.T) {
+	for _, withKey := range []bool{false, true} {
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		opts := []rlotel.Option{rlotel.WithTracerProvider(tp)}
+		if withKey {
+			opts = append(opts, rlotel.WithKeyAttribute())
+		}
+		obs, err := rlotel.New(opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, clients := nodes(t, 3)
+		c, err := redlock.New(clients, redlock.WithObserver(obs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		s := c.Semaphore("bank-api", 4)
+		var token redlock.Token
+		err = s.Do(ctx, time.Second, func(_ context.Context, p *redlock.Lock) error {
+			token = p.Token()
+			return nil
+		})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var acquire, do sdktrace.ReadOnlySpan
+		for _, sp := range spans.Ended() {
+			switch sp.Name() {
+			case "redlock.acquire":
+				acquire = sp
+			case "redlock.do":
+				do = sp
+			}
+		}
+		if acquire == nil || do == nil {
+			t.Fatalf("spans: acquire %v, do %v", acquire, do)
+		}
+		if got := attr(acquire, "redlock.token"); got.AsInt64() != int64(token) {
+			t.Errorf("acquire span token %v, want %d", got, token)
+		}
+		if got := attr(acquire, "redlock.keys").AsInt64(); got != 4 {
+			t.Errorf("acquire span redlock.keys %d, want the 4 permit keys", got)
+		}
+		for _, sp := range []sdktrace.ReadOnlySpan{acquire, do} {
+			got := attr(sp, "redlock.semaphore")
+			switch {
+			case withKey && got.AsString() != "bank-api":
+				t.Errorf("%s: redlock.semaphore %v, want bank-api", sp.Name(), got)
+			case !withKey && got.Type() != attribute.EMPTY:
+				t.Errorf("%s: redlock.semaphore %v without WithKeyAttribute", sp.Name(), got)
+			}
+		}
+	}
+}

@@ -26,6 +26,11 @@ the default --counter-layout slot mints tokens from, and the key counter, KEY's 
 has the key on a quorum of nodes, and the lowest fencing token the next holder can get
 (for a client of the layout --counter-layout names).
 
+With --permits N, KEY is the name of a semaphore of N permits (the library's
+Client.Semaphore): one row per permit key (its state, holder, TTL and next token) and how
+many permits are held; --json prints one document whose "permit" array holds one lock
+document per permit.
+
 The nodes come from --nodes, else $REDLOCK_NODES. Without --json the output is a table;
 with --json it is one JSON document (see docs/cli.md for its fields).
 
@@ -49,6 +54,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	asJSON := fs.Bool("json", false, "print one JSON document instead of the table")
 	nodeTimeout := fs.Duration("node-timeout", statusNodeTimeout, "how long to wait for each node")
 	amnesia := fs.Int("amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
+	permits := fs.Int("permits", 0, "read KEY as the name of a semaphore of `N` permits (the library's Client.Semaphore), one row per permit; 0 for a lock key")
 	var layout layoutFlag
 	fs.Var(&layout, "counter-layout", layoutUsage(", those of the clients whose next token is shown"))
 	var tlsf tlsFlags
@@ -64,12 +70,18 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if *nodeTimeout <= 0 {
 		return usageErrorf("status: --node-timeout %v must be positive", *nodeTimeout)
 	}
+	if *permits < 0 || *permits > redlock.MaxPermits {
+		return usageErrorf("status: --permits %d: want 1 to %d for a semaphore, or 0 for a lock key", *permits, redlock.MaxPermits)
+	}
 	r, err := openReader(e, "status", readerOptions{nodes: *nodesFlag, tls: &tlsf, nodeTimeout: *nodeTimeout, amnesia: *amnesia, layout: redlock.CounterLayout(layout)})
 	if err != nil {
 		return err
 	}
 	defer r.close()
 	c := r.c
+	if *permits > 0 {
+		return semaphoreStatus(ctx, e, c, key, *permits, *asJSON)
+	}
 
 	st, err := c.Status(ctx, key)
 	switch {
@@ -305,12 +317,17 @@ func nodeDocs(st *redlock.Status) []nodeStatusDoc {
 	return out
 }
 
-func writeStatusJSON(w io.Writer, st *redlock.Status) error {
-	doc := statusDoc{
+// newStatusDoc is the JSON of one lock key's status.
+func newStatusDoc(st *redlock.Status) statusDoc {
+	return statusDoc{
 		Key: st.Key, State: stateWord(st), Quorum: st.Quorum, Total: len(st.Nodes), Answered: answered(st),
 		Holder: st.Holder, HolderNodes: holderNodes(st, st.Holder), TTLMillis: quorumTTL(st).Milliseconds(),
 		NextTokenAtLeast: uint64(st.NextTokenAtLeast), Nodes: nodeDocs(st),
 	}
+}
+
+func writeStatusJSON(w io.Writer, st *redlock.Status) error {
+	doc := newStatusDoc(st)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(doc)

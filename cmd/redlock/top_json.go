@@ -7,6 +7,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+
+	"github.com/quorumlock/redlock"
 )
 
 // topDoc is one --json document. Its fields are documented in docs/cli.md; keep them stable.
@@ -44,6 +46,10 @@ type topLockDoc struct {
 	TTLMillis        int64           `json:"ttl_ms"`
 	NextTokenAtLeast uint64          `json:"next_token_at_least"`
 	Nodes            []nodeStatusDoc `json:"nodes"`
+	// Semaphore and Permit name the semaphore and the permit's number when the key is a
+	// permit key (redlock.ParsePermitKey); both absent otherwise.
+	Semaphore string `json:"semaphore,omitempty"`
+	Permit    *int   `json:"permit,omitempty"`
 }
 
 // writeTopJSON prints the snapshot as one JSON document on one line.
@@ -66,6 +72,9 @@ func writeTopJSON(w io.Writer, s *topSnap, addrs []string) error {
 			Key: st.Key, KeyBase64: base64.StdEncoding.EncodeToString([]byte(st.Key)), State: v.state, Disagree: v.disagree,
 			Holder: v.holder, HolderNodes: v.on, Quorum: st.HeldByQuorum(), TTLMillis: quorumTTL(st).Milliseconds(),
 			NextTokenAtLeast: uint64(st.NextTokenAtLeast), Nodes: nodeDocs(st),
+		}
+		if name, i, ok := redlock.ParsePermitKey(st.Key); ok {
+			ld.Semaphore, ld.Permit = name, &i
 		}
 		doc.Locks = append(doc.Locks, ld)
 	}

@@ -157,7 +157,7 @@ func lockRow(st *redlock.Status, v topView) string {
 	if st.NextTokenAtLeast != 0 {
 		next = st.NextTokenAtLeast.String()
 	}
-	row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d/%d\t%s\t%s", mark, displayKey(st.Key), v.state, shortID(v.holder), v.on, len(st.Nodes), ttl, next)
+	row := fmt.Sprintf("%s\t%s\t%s\t%s\t%d/%d\t%s\t%s", mark, displayLockKey(st.Key), v.state, shortID(v.holder), v.on, len(st.Nodes), ttl, next)
 	for _, ns := range st.Nodes {
 		row += "\t" + nodeCell(ns, v.holder)
 	}
@@ -192,6 +192,15 @@ func nodeCell(ns redlock.NodeStatus, holder string) string {
 		return fmtTTL(ns.TTL)
 	}
 	return "!" + shortID(ns.Holder) + " " + fmtTTL(ns.TTL)
+}
+
+// displayLockKey is a lock's key in the table: a semaphore's permit by the semaphore's name
+// and the permit's number, as semaphore "NAME" #I, any other key as displayKey shows it.
+func displayLockKey(k string) string {
+	if name, i, ok := redlock.ParsePermitKey(k); ok {
+		return fmt.Sprintf("semaphore %s #%d", displayKey(name), i)
+	}
+	return displayKey(k)
 }
 
 // displayKey quotes a key for the table, Go-style, so that control characters, invalid
