@@ -431,3 +431,40 @@ func ExampleSemaphore() {
 	// in Do on a permit: true
 	// <nil>
 }
+
+// A leader election: the leader's term is a fencing token, larger for every new leader, and
+// observers read the leader's value and term from a quorum of nodes.
+func ExampleElection_Campaign() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	c, _ := redlock.New(nodes)
+	defer c.Close()
+	ctx := context.Background()
+
+	e := c.Election("settlement-scheduler")
+	l, err := e.Campaign(ctx, "host-a", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	info, _ := e.Leader(ctx)
+	fmt.Println("leader:", info.Value, "term is the token:", info.Term == l.Term())
+
+	// Before each action that needs the leadership, call Done (or Err): it is closed before
+	// the leadership can lapse, and after a pause past that point.
+	select {
+	case <-l.Done():
+		fmt.Println("lost")
+	default:
+		_ = l.Proclaim(ctx, "host-a:v2")
+	}
+	info, _ = e.Leader(ctx)
+	fmt.Println("leader:", info.Value)
+
+	_ = l.Resign(ctx)
+	_, err = e.Leader(ctx)
+	fmt.Println("after Resign:", errors.Is(err, redlock.ErrNoLeader))
+	// Output:
+	// leader: host-a term is the token: true
+	// leader: host-a:v2
+	// after Resign: true
+}

@@ -72,6 +72,8 @@ type Op struct {
 	// Semaphore is the semaphore's name for an acquire or Do of a [Semaphore] (Keys are then
 	// its permit keys, of which the operation takes one); "" otherwise.
 	Semaphore string
+	// Election is the election's name for a Campaign or an election's Do; "" otherwise.
+	Election string
 }
 
 // Outcome is how an operation, an attempt or a node call ended.

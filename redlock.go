@@ -23,12 +23,13 @@ type Client struct {
 	closeDone chan struct{} // closed when the first Close has finished
 
 	heldMu  sync.Mutex
-	held    map[*Lock]struct{} // locks acquired and not yet released, for Close
-	permits map[string]*Lock   // semaphore permits held (or, trying, being attempted) here, by key (semaphore.go)
-	wait    waitQueues         // this client's Acquire calls waiting for a key, in arrival order
-	wake    wakeHub            // releases announced by other processes, for the waiters (wakehub.go)
-	renewer renewer            // the renewals of every Do of this client (renew.go)
-	bg      sync.WaitGroup     // calls in flight and the background work they started
+	held    map[*Lock]struct{}       // locks acquired and not yet released, for Close
+	permits map[string]*Lock         // semaphore permits held (or, trying, being attempted) here, by key (semaphore.go)
+	leaders map[*Leadership]struct{} // leaderships not resigned (election.go): Close ends them
+	wait    waitQueues               // this client's Acquire calls waiting for a key, in arrival order
+	wake    wakeHub                  // releases announced by other processes, for the waiters (wakehub.go)
+	renewer renewer                  // the renewals of every Do of this client (renew.go)
+	bg      sync.WaitGroup           // calls in flight and the background work they started
 	// stopSenders is closed by Close once every call is final: the transport's idle
 	// senders end.
 	stopSenders chan struct{}
@@ -113,6 +114,15 @@ func (c *Client) Close() error {
 	}
 	c.wait.closeAll() // Acquire calls waiting for a key return ErrClosed at once
 	c.wake.close()    // the subscriptions and their goroutines
+	c.heldMu.Lock()
+	leaders := make([]*Leadership, 0, len(c.leaders))
+	for ld := range c.leaders {
+		leaders = append(leaders, ld)
+	}
+	c.heldMu.Unlock()
+	for _, ld := range leaders { // their renewals end; their keys are released below
+		ld.stop(ErrClosed)
+	}
 	c.bg.Wait()
 	c.heldMu.Lock()
 	left := make([]*Lock, 0, len(c.held))

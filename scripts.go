@@ -240,6 +240,27 @@ func newPermitsCommand(keys []string) *command {
 	return cmd
 }
 
+// proclaim.lua: KEYS the election's lock key and leader record; ARGV id, seq, term, value
+// and the channel of the announcement. leader.lua: the same KEYS, no ARGV, an array reply.
+var (
+	//go:embed lua/proclaim.lua
+	proclaimSrc    string
+	proclaimScript = newLua("proclaim", proclaimSrc)
+	//go:embed lua/leader.lua
+	leaderSrc    string
+	leaderScript = newLua("leader", leaderSrc)
+)
+
+func newProclaimCommand(key, record, id string, seq int64, term Token, value, channel string) *command {
+	return newScriptCall(proclaimScript, []string{key, record}, id, seq, uint64(term), value, channel)
+}
+
+func newLeaderCommand(key, record string) *command {
+	cmd := newScriptCall(leaderScript, []string{key, record})
+	cmd.kind = transport.ReplySlice
+	return cmd
+}
+
 func argFlag(b bool) string {
 	if b {
 		return "1"

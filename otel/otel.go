@@ -48,6 +48,7 @@ const (
 	AttrKeys      = attribute.Key("redlock.keys")      // span attribute: the number of keys
 	AttrKey       = attribute.Key("redlock.key")       // only WithKeyAttribute: the first key
 	AttrSemaphore = attribute.Key("redlock.semaphore") // only WithKeyAttribute: a semaphore's name (Op.Semaphore)
+	AttrElection  = attribute.Key("redlock.election")  // only WithKeyAttribute: an election's name (Op.Election)
 	AttrTTL       = attribute.Key("redlock.ttl_ms")    // span attribute
 	AttrAttempts  = attribute.Key("redlock.attempts")  // span attribute
 	AttrJoined    = attribute.Key("redlock.joined")    // span attribute: a reentrant join
@@ -163,6 +164,9 @@ func (o *Observer) Start(ctx context.Context, op redlock.Op) (context.Context, f
 	}
 	if o.keyAttr && op.Semaphore != "" {
 		attrs = append(attrs, AttrSemaphore.String(op.Semaphore))
+	}
+	if o.keyAttr && op.Election != "" {
+		attrs = append(attrs, AttrElection.String(op.Election))
 	}
 	ctx, span := o.tracer.Start(ctx, "redlock."+string(op.Kind), trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindClient))
 	start := time.Now()

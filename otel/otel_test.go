@@ -370,3 +370,45 @@ func TestSemaphoreSpans(t *testing.T) {
 		}
 	}
 }
+
+// TestElectionSpans: an election's Do and Campaign are spans with the election's name under
+// WithKeyAttribute, and the term as the acquire's token.
+func TestElectionSpans(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	obs, err := rlotel.New(rlotel.WithTracerProvider(tp), rlotel.WithKeyAttribute())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, clients := nodes(t, 3)
+	c, err := redlock.New(clients, redlock.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var term redlock.Token
+	err = c.Election("scheduler").Do(ctx, "host-a", time.Second, func(_ context.Context, l *redlock.Leadership) error {
+		term = l.Term()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, sp := range spans.Ended() {
+		if attr(sp, "redlock.election").AsString() != "scheduler" {
+			continue
+		}
+		seen[sp.Name()] = true
+		if sp.Name() == "redlock.acquire" && attr(sp, "redlock.token").AsInt64() != int64(term) {
+			t.Errorf("acquire span token %v, want the term %d", attr(sp, "redlock.token"), term)
+		}
+	}
+	if !seen["redlock.do"] || !seen["redlock.acquire"] {
+		t.Errorf("spans with redlock.election: %v, want redlock.do and redlock.acquire", seen)
+	}
+}

@@ -91,7 +91,11 @@ type execRun struct {
 func (x *execRun) contended(ctx context.Context, dc *redlock.Client) (*redlock.Status, error) {
 	var st *redlock.Status
 	var err error
-	for _, k := range x.cfg.keys {
+	keys := x.cfg.keys
+	if x.cfg.election != "" {
+		keys = []string{dc.Election(x.cfg.election).Key()}
+	}
+	for _, k := range keys {
 		x.statusKey = k
 		st, err = dc.Status(ctx, k)
 		if err != nil {
@@ -170,8 +174,8 @@ func (x *execRun) clientOptions() []redlock.Option {
 		// SIGTERM at Until − (grace + safety), SIGKILL at Until − safety.
 		redlock.WithCancelMargin(float64(cfg.grace+killSafety(cfg.ttl)) / float64(cfg.ttl)),
 	}
-	if cfg.wait == 0 {
-		opts = append(opts, redlock.WithRetryLimit(1)) // one attempt, as TryAcquire
+	if cfg.wait == 0 && cfg.election == "" {
+		opts = append(opts, redlock.WithRetryLimit(1)) // one attempt, as TryAcquire (elect waits)
 	}
 	if cfg.verbose {
 		opts = append(opts, redlock.WithLogger(verboseLogger(x.e.stderr)))
@@ -194,12 +198,15 @@ func (x *execRun) hold(ctx context.Context, c *redlock.Client, r *router) (*chil
 		return res.startErr
 	}
 	var err error
-	if len(cfg.keys) == 1 {
+	switch {
+	case cfg.election != "":
+		err = x.holdElection(ctx, c, run)
+	case len(cfg.keys) == 1:
 		err = c.Do(ctx, cfg.keys[0], cfg.ttl, func(fctx context.Context, l *redlock.Lock) error {
 			return run(fctx, heldLock{env: []string{"REDLOCK_KEY=" + l.Key(), "REDLOCK_TOKEN=" + l.Token().String()},
 				tokens: []string{l.Token().String()}, until: l.Until})
 		})
-	} else {
+	default:
 		err = c.DoMulti(ctx, cfg.keys, cfg.ttl, func(fctx context.Context, m *redlock.MultiLock) error {
 			var tokens []string
 			for _, t := range m.Tokens() {

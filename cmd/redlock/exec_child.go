@@ -36,7 +36,7 @@ func childEnv(environ []string, keep bool) []string {
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
-		if slices.Contains(lockEnv, name) || (!keep && slices.Contains(credentialEnv, name)) {
+		if slices.Contains(lockEnv, name) || slices.Contains(electEnv, name) || (!keep && slices.Contains(credentialEnv, name)) {
 			continue
 		}
 		out = append(out, kv)

@@ -76,6 +76,8 @@ type execConfig struct {
 	verbose      bool
 	keepNodeEnv  bool
 	tls          tlsFlags
+	election     string // elect: the election's name (keys holds it too); "" for exec
+	value        string // elect: the value to proclaim
 }
 
 // execSynopsis is exec's synopsis, quoted by the errors about its positional arguments.
@@ -214,7 +216,7 @@ func lookCommand(name string) (string, error) {
 
 // lockName names exec's lock in messages: the quoted key, or the quoted keys in brackets.
 func (cfg *execConfig) lockName() string {
-	if len(cfg.keys) == 1 {
+	if len(cfg.keys) == 1 || cfg.election != "" {
 		return strconv.Quote(cfg.keys[0])
 	}
 	q := make([]string, len(cfg.keys))

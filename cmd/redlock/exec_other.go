@@ -13,3 +13,8 @@ import (
 func runExec(context.Context, *env, []string) error {
 	return errors.New("exec: not supported on this operating system (it needs process groups and POSIX signals)")
 }
+
+// runElect is not available here either: it runs its command as exec does.
+func runElect(context.Context, *env, []string) error {
+	return errors.New("elect: not supported on this operating system (it needs process groups and POSIX signals)")
+}

@@ -45,6 +45,7 @@ type command struct {
 var commands = []command{
 	{name: "demo", summary: "replay the settlement story: a mutex vs redlock, a pause past the TTL, fencing tokens", run: runDemo},
 	{name: "exec", summary: "run a command while holding a lock; it gets the fencing token in $REDLOCK_TOKEN", run: runExec},
+	{name: "elect", summary: "run a command while this process leads an election (its term in $REDLOCK_TERM), or --observe the leader", run: runElect},
 	{name: "status", summary: "show who holds a lock on each node, its TTL and fence counter, and the next token", run: runStatus},
 	{name: "top", summary: "a live view of the locks held across the nodes: holders, TTL per node, next token, disagreements", run: runTop},
 	{name: "dev", summary: "run local Redis nodes in this process (no install needed) until interrupted", run: runDev},

@@ -1,0 +1,97 @@
+package redlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/redisproc"
+	"github.com/quorumlock/redlock/internal/testutil"
+)
+
+// TestRealElectionFailover: on 5 real nodes, a candidate waiting behind a leader is elected
+// within 50 ms of the leader's Resign (the release wakes it), and, when a leader dies (its
+// renewals stop and it never releases: a killed process, as the nodes see it), within TTL +
+// one retry delay of its last renewal.
+func TestRealElectionFailover(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	ctx := ctxT(t, 60*time.Second)
+	const ttl, retry = time.Second, 50 * time.Millisecond
+	a := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(retry))
+	b := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(retry))
+	ea, eb := a.Election("real:elect"), b.Election("real:elect")
+
+	campaign := func() chan *Leadership {
+		ch := make(chan *Leadership, 1)
+		go func() {
+			ld, err := eb.Campaign(ctx, "host-b", ttl)
+			if err != nil {
+				t.Error(err)
+			}
+			ch <- ld
+		}()
+		return ch
+	}
+	admin := cluster.ClientsT(t)
+	waitQueued := func() { // b's Acquire has made its attempt and waits in the key's queue
+		testutil.WaitFor(t, 10*time.Second, "the candidate queued on every node", func() bool {
+			return queuedOnEvery(ctx, admin, ea.Key(), b.id)
+		})
+	}
+
+	// 1. Resign.
+	la, err := ea.Campaign(ctx, "host-a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elected := campaign()
+	waitQueued()
+	start := time.Now()
+	if err := la.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb := <-elected
+	if lb == nil {
+		return
+	}
+	afterResign := time.Since(start)
+	if afterResign > 50*time.Millisecond {
+		t.Errorf("elected %v after the Resign, want within 50 ms", afterResign)
+	}
+	if lb.Term() <= la.Term() {
+		t.Errorf("term %d after %d", lb.Term(), la.Term())
+	}
+	if err := lb.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// 2. The leader dies: its renewals stop, nothing is released.
+	la, err = ea.Campaign(ctx, "host-a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elected = campaign()
+	waitQueued()
+	died := time.Now()
+	la.stop(context.Canceled) // what a SIGKILL leaves: the key on the nodes until its TTL
+	lb = <-elected
+	if lb == nil {
+		return
+	}
+	afterDeath := time.Since(died)
+	// The key was set (or last renewed) before died, so it expires by died + ttl; the
+	// waiter's next attempt comes within a retry pause (at most 1.5 × the retry delay,
+	// jittered) after that, plus its round trip.
+	if limit := ttl + 3*retry/2 + 100*time.Millisecond; afterDeath > limit {
+		t.Errorf("elected %v after the leader died, want within TTL + one retry delay (%v)", afterDeath, limit)
+	}
+	if lb.Term() <= la.Term() {
+		t.Errorf("term %d after %d", lb.Term(), la.Term())
+	}
+	info, err := ea.Leader(ctx)
+	if err != nil || info.ID != lb.ID() || info.Value != "host-b" {
+		t.Errorf("Leader after the failover: %+v, %v", info, err)
+	}
+	t.Logf("elected %v after Resign, %v after the leader died (TTL %v, retry delay %v)", afterResign, afterDeath, ttl, retry)
+	_ = lb.Resign(ctx)
+}
