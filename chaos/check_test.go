@@ -355,3 +355,27 @@ func TestMultiKeyHolds(t *testing.T) {
 	}
 	checkTimeline(t, &Result{History: h, Verdict: v})
 }
+
+// TestMostAtOnce: the semaphore check counts the sections that overlap in time, whatever
+// their keys, an open one running to the end.
+func TestMostAtOnce(t *testing.T) {
+	h := &History{Holds: []Hold{
+		{ID: 0, Key: "p0", Granted: 0, End: 10},
+		{ID: 1, Key: "p1", Granted: 5, End: 15},
+		{ID: 2, Key: "p0", Granted: 10, End: 20}, // starts as 0 ends: not at once
+		{ID: 3, Key: "p1", Granted: 18, Open: true},
+	}}
+	if got := mostAtOnce(h); got != 2 {
+		t.Errorf("mostAtOnce = %d, want 2", got)
+	}
+	h.Holds = append(h.Holds, Hold{ID: 4, Key: "p0", Granted: 12, End: 13})
+	if got := mostAtOnce(h); got != 3 {
+		t.Errorf("mostAtOnce = %d, want 3", got)
+	}
+	if p := (Expect{Permits: 2}).judge(h, Verdict{Acquisitions: 1, Linearizable: LinOK}); len(p) != 1 || !strings.Contains(p[0], "3 critical sections at once") {
+		t.Errorf("judge with 3 holders of 2 permits: %v", p)
+	}
+	if p := (Expect{Violation: true, Permits: 3}).judge(h, Verdict{Acquisitions: 1, Linearizable: LinOK, Overlaps: []Overlap{{}}}); len(p) != 1 || !strings.Contains(p[0], "not reproduced") {
+		t.Errorf("judge expecting more than 3: %v", p)
+	}
+}

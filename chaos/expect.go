@@ -4,8 +4,11 @@ package chaos
 // every run must pass, the roles of the scripted sections, liveness during a fault.
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
+	"time"
 )
 
 // Expect is what a scenario must show in every run. Whatever the scenario, a run must also
@@ -29,6 +32,10 @@ type Expect struct {
 	// MayOverlap: mutual exclusion may break in this scenario, and the run neither needs nor
 	// forbids an overlap (the lab counts them).
 	MayOverlap bool
+	// Permits, for a semaphore scenario, is the semaphore's count: with Violation, some
+	// moment must see more critical sections at once than Permits (the reproduction is
+	// real); without, none may.
+	Permits int
 }
 
 // Claim says in words what the scenario expects.
@@ -52,6 +59,11 @@ func (e Expect) Claim() string {
 	if e.LiveDuringFault != "" {
 		s += ", locks granted during the fault"
 	}
+	if e.Permits > 0 && e.Violation {
+		s += fmt.Sprintf(", more than %d holders of %d permits", e.Permits, e.Permits)
+	} else if e.Permits > 0 {
+		s += fmt.Sprintf(", at most %d holders", e.Permits)
+	}
 	return s
 }
 
@@ -60,13 +72,14 @@ func (e Expect) Claim() string {
 const (
 	problemNoViolation = "expected a mutual-exclusion violation, and the run observed none: the failure was not reproduced"
 	problemNoRejection = "expected the store to reject a stale write, and it rejected none"
+	problemNoCrowd     = "expected more critical sections at once than the semaphore's permits, and the run saw none: the failure was not reproduced"
 )
 
 // Unreproduced reports whether a run's only problems are that an expected failure did not
 // happen (problemNoViolation, problemNoRejection): every safety check passed.
 func (res *Result) Unreproduced() bool {
 	for _, p := range res.Problems {
-		if p != problemNoViolation && p != problemNoRejection {
+		if p != problemNoViolation && p != problemNoRejection && p != problemNoCrowd {
 			return false
 		}
 	}
@@ -88,7 +101,44 @@ func (e Expect) judge(h *History, v Verdict) []string {
 	if e.LiveDuringFault != "" {
 		p = append(p, judgeLive(h, e.LiveDuringFault)...)
 	}
+	if e.Permits > 0 {
+		switch most := mostAtOnce(h); {
+		case e.Violation && most <= e.Permits:
+			p = append(p, problemNoCrowd)
+		case !e.Violation && most > e.Permits:
+			p = append(p, fmt.Sprintf("%d critical sections at once on a semaphore of %d permits", most, e.Permits))
+		}
+	}
 	return p
+}
+
+// mostAtOnce is the largest number of critical sections that ran at one moment (a section
+// still open runs to the end of the history).
+func mostAtOnce(h *History) int {
+	type edge struct {
+		at    time.Duration
+		delta int
+	}
+	var es []edge
+	for _, hd := range acquisitions(h) {
+		end := hd.End
+		if hd.Open {
+			end = math.MaxInt64
+		}
+		es = append(es, edge{hd.Granted, 1}, edge{end, -1})
+	}
+	slices.SortFunc(es, func(a, b edge) int {
+		if a.at != b.at {
+			return cmp.Compare(a.at, b.at)
+		}
+		return a.delta - b.delta // an end before a start at the same instant
+	})
+	at, most := 0, 0
+	for _, e := range es {
+		at += e.delta
+		most = max(most, at)
+	}
+	return most
 }
 
 // judgeSafety returns the differences found by the checkers: overlaps against the expected

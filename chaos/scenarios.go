@@ -54,6 +54,12 @@ type setup struct {
 	// others the default slot layout; slotKeys puts every key in one hash slot (a shared hash
 	// tag), so that they share one slot counter.
 	mixedLayouts, slotKeys bool
+	// election makes every single-key section a leadership: Election(key).Do, the term as
+	// the section's token (the library's leader election).
+	election bool
+	// permits, when not 0, makes every single-key section a permit of the semaphore named by
+	// the key: Semaphore(key, permits).Do; the section's key is then the permit's key.
+	permits int
 }
 
 // Scenarios returns the lab's scenarios in report order.
@@ -175,6 +181,28 @@ var scenarios = []*Scenario{
 		script: scripted(bareQuorumRestart),
 	},
 	{
+		Name: "semaphore-amnesia", Group: groupNode,
+		Summary: "a semaphore of 2 permits under restart-amnesia, default quorum: 3 holders",
+		Story: "Client B holds one permit of a 2-permit semaphore on every node. Client A can reach only a bare " +
+			"quorum (3 of 5) and takes the other permit there. One node of A's quorum restarts without persistence " +
+			"and comes back empty. Client C finds B's permit held everywhere, reads the permits, finds A's free on " +
+			"the restarted node and the two A never reached, and takes it: three holders of two permits while A's " +
+			"is valid. A's next write under the permit's token is refused: C's token for that permit is larger.",
+		Expect: Expect{Violation: true, Rejections: true, Permits: 2},
+		setup:  setup{nodes: 5, keys: 1, writes: 3, permits: 2},
+		script: scripted(semaphoreAmnesia),
+	},
+	{
+		Name: "semaphore-amnesia-f1", Group: groupNode,
+		Summary: "the same with WithAmnesiaTolerance(1): never more holders than permits",
+		Story: "As semaphore-amnesia, with WithAmnesiaTolerance(1): the quorum is 4 of 5, A holds its permit on a " +
+			"bare quorum of 4, and one of them comes back empty. C can find A's permit free on at most 2 nodes " +
+			"while A's keys live, so it waits: never more than 2 holders.",
+		Expect: Expect{Permits: 2},
+		setup:  setup{nodes: 5, keys: 1, amnesia: 1, writes: 3, permits: 2},
+		script: scripted(semaphoreAmnesia),
+	},
+	{
 		Name: "rolling-restart", Group: groupNode,
 		Summary: "a long hold while every node restarts empty, one after another: healing keeps it",
 		Story: "Client A holds the lock for 6 TTLs while the other clients keep trying. The five nodes restart " +
@@ -224,27 +252,18 @@ var scenarios = []*Scenario{
 			"store refuses it. client-pause-lock-delay is the same pause with WithLockDelay.",
 		Expect: Expect{Violation: true, Rejections: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3},
-		script: scripted(func(ctx context.Context, r *Run) error {
-			actor := r.Rand.IntN(r.Clients())
-			challenger := r.Other(actor)
-			var pauseErr error // written by the paused writer, read after its hold ended (ordered by the recorder)
-			hold, err := r.Begin(ctx, actor, Plan{Role: "paused", Writes: 2, Gap: r.TTL() / 20,
-				Before: func(_ context.Context, hold, seq int) {
-					if seq != 1 {
-						return
-					}
-					f := r.Isolate(actor, fmt.Sprintf("client %d stops for at least %v", actor, 2*r.TTL()))
-					r.Unpark(challenger)
-					Pause(ctx, 2*r.TTL())                                             // the pause itself
-					pauseErr = r.AwaitNewerWrite(ctx, hold, 10*r.TTL()+5*time.Second) // and until B has written
-					r.Heal(f)
-				}})
-			if err != nil {
-				return err
-			}
-			err = r.AwaitHoldEnd(ctx, hold, 15*r.TTL()+10*time.Second)
-			return errors.Join(err, pauseErr)
-		}),
+		script: scripted(pausedHolder),
+	},
+	{
+		Name: "leader-pause", Group: groupClient,
+		Summary: "an elected leader stops for twice the TTL before its write: two leaders, the old term refused",
+		Story: "Client A is the leader of an election (Election.Do) and stops for twice the TTL between its check " +
+			"of the leadership and its write, its links blackholed. Its leadership lapses, B is elected with a " +
+			"larger term and writes. A resumes and writes with its old term: for a moment two leaders acted, and " +
+			"the store, which keeps the highest term, refuses A's write.",
+		Expect: Expect{Violation: true, Rejections: true},
+		setup:  setup{nodes: 5, keys: 1, writes: 3, election: true},
+		script: scripted(pausedHolder),
 	},
 	{
 		Name: "client-pause-lock-delay", Group: groupClient,

@@ -85,6 +85,60 @@ func bareQuorumRestart(ctx context.Context, r *Run) error {
 	return err
 }
 
+// pausedHolder is the script of client-pause and leader-pause: the holder stops for twice
+// the TTL after its validity check and before its write, isolated; another client takes the
+// lock and writes; the holder's write then goes out with its old token. It runs under
+// scripted.
+func pausedHolder(ctx context.Context, r *Run) error {
+	actor := r.Rand.IntN(r.Clients())
+	challenger := r.Other(actor)
+	var pauseErr error // written by the paused writer, read after its hold ended (ordered by the recorder)
+	hold, err := r.Begin(ctx, actor, Plan{Role: "paused", Writes: 2, Gap: r.TTL() / 20,
+		Before: func(_ context.Context, hold, seq int) {
+			if seq != 1 {
+				return
+			}
+			f := r.Isolate(actor, fmt.Sprintf("client %d stops for at least %v", actor, 2*r.TTL()))
+			r.Unpark(challenger)
+			Pause(ctx, 2*r.TTL())                                             // the pause itself
+			pauseErr = r.AwaitNewerWrite(ctx, hold, 10*r.TTL()+5*time.Second) // and until B has written
+			r.Heal(f)
+		}})
+	if err != nil {
+		return err
+	}
+	err = r.AwaitHoldEnd(ctx, hold, 15*r.TTL()+10*time.Second)
+	return errors.Join(err, pauseErr)
+}
+
+// semaphoreAmnesia is the script of semaphore-amnesia: one client holds a permit of a
+// 2-permit semaphore everywhere, another holds the other permit on a bare quorum, a node of
+// that quorum restarts (empty, without persistence), and a third client tries for a permit.
+// It runs under scripted.
+func semaphoreAmnesia(ctx context.Context, r *Run) error {
+	perm := r.Rand.Perm(r.Clients())
+	other, actor, challenger := perm[0], perm[1], perm[2]
+	// The other permit's holder holds for the whole script: 60 writes, TTL/20 apart.
+	if _, err := r.Begin(ctx, other, Plan{Role: "other permit", Writes: 60, Gap: r.TTL() / 20}); err != nil {
+		return err
+	}
+	r.Park(other) // after this section
+	nodes := r.Rand.Perm(r.Nodes())
+	side := nodes[:r.Quorum()]
+	victim := side[r.Rand.IntN(len(side))]
+	pf := r.Partition(map[int][]int{actor: side}, fmt.Sprintf("client %d reaches only nodes %v", actor, sorted(side)))
+	defer r.Heal(pf)
+	hold, err := r.Begin(ctx, actor, Plan{Role: "holder", Writes: 30, Gap: r.TTL() / 20})
+	if err != nil {
+		return err
+	}
+	if err := r.CrashRestart(ctx, victim); err != nil {
+		return err
+	}
+	r.Unpark(challenger)
+	return r.AwaitHoldEnd(ctx, hold, 4*r.TTL()+5*time.Second)
+}
+
 // transferPause is the script of multi-key-transfer-pause: the holder of two accounts
 // pauses past its validity, and another client takes one of them (with a third account)
 // and writes. It runs under scripted.

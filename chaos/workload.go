@@ -136,11 +136,22 @@ func (r *Run) work(ctx context.Context, w *worker) {
 			return r.critical(fctx, w, l, p)
 		}
 		var err error
-		if len(keys) == 1 {
-			err = r.clients[w.id].Do(ctx, keys[0], r.ttl, func(fctx context.Context, l *redlock.Lock) error {
+		c, su := r.clients[w.id], r.Scenario.setup
+		switch {
+		case len(keys) == 1 && su.election:
+			err = c.Election(keys[0]).Do(ctx, fmt.Sprintf("client-%d", w.id), r.ttl, func(fctx context.Context, l *redlock.Leadership) error {
+				// The election's name is the section's key; its term is the token.
+				return section(fctx, &held{keys: keys, tokens: []redlock.Token{l.Term()}, id: l.ID(), until: l.Until})
+			})
+		case len(keys) == 1 && su.permits > 0:
+			err = c.Semaphore(keys[0], su.permits).Do(ctx, r.ttl, func(fctx context.Context, l *redlock.Lock) error {
+				return section(fctx, heldLock(l)) // the permit's key, its token
+			})
+		case len(keys) == 1:
+			err = c.Do(ctx, keys[0], r.ttl, func(fctx context.Context, l *redlock.Lock) error {
 				return section(fctx, heldLock(l))
 			})
-		} else {
+		default:
 			err = r.clients[w.id].DoMulti(ctx, keys, r.ttl, func(fctx context.Context, m *redlock.MultiLock) error {
 				return section(fctx, heldMulti(m))
 			})
