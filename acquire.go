@@ -22,7 +22,10 @@ import (
 //
 // Errors: ErrInvalidArgument (nothing sent) for a nil ctx, a bad key (empty, longer than
 // [MaxKeyLen], or starting with one of the library's prefixes: [FencePrefix],
-// [SlotCounterPrefix], [HighestTokenPrefix], [QueuePrefix] or [WaitersPrefix]) or a bad ttl;
+// [SlotCounterPrefix], [HighestTokenPrefix], [QueuePrefix] or [WaitersPrefix], or one of
+// those of the keys derived for semaphores, elections and read/write locks:
+// [SemaphorePrefix], [ElectionPrefix], [LeaderPrefix], [RWPrefix], [ReadersPrefix],
+// [IntentPrefix]) or a bad ttl;
 // a *QuorumError matching ErrNotAcquired when the lock is held elsewhere, too many nodes
 // failed or the validity ran out; when ctx ends, an error matching ErrNotAcquired and
 // ctx.Err(); ErrClosed after [Client.Close]. A failed attempt is undone on every node,

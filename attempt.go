@@ -128,13 +128,13 @@ func (a *attempt) observeNode(e attemptEvent) {
 // runAttempt runs one attempt, queued when qa is not nil, with a holder id of its own. The
 // caller has validated the arguments and registered the call.
 func (c *Client) runAttempt(ctx context.Context, set lockKeys, ttl time.Duration, qa *queueArgs) (*Lock, attemptResult, error) {
-	a := c.newAttempt(ctx, set, newHolderID(), ttl, qa)
+	a := c.newAttempt(ctx, set, newHolderID(), ttl, qa, nil)
 	a.send()
 	return a.run(ctx)
 }
 
 // newAttempt prepares an attempt: its state, and its acquire call per node.
-func (c *Client) newAttempt(ctx context.Context, set lockKeys, id string, ttl time.Duration, qa *queueArgs) *attempt {
+func (c *Client) newAttempt(ctx context.Context, set lockKeys, id string, ttl time.Duration, qa *queueArgs, w *writerArgs) *attempt {
 	n, k := len(c.nodes), len(set.keys)
 	a := &attempt{
 		c: c, set: set, id: id, ttl: ttl, queue: qa, ahead: -1,
@@ -155,12 +155,12 @@ func (c *Client) newAttempt(ctx context.Context, set lockKeys, id string, ttl ti
 		a.ctx = ctx
 	}
 	var cmd *command
-	if k == 1 && c.cfg.noFencing && qa == nil {
+	if k == 1 && c.cfg.noFencing && qa == nil && w == nil {
 		a.setnx = true
 		cmd = newSetNXCall(set.keys[0], id, c.keyTTLMillis(ttl))
 	} else {
 		cmd = newAcquireCommand(set, acquireArgs{id: id, px: c.keyTTLMillis(ttl), seed: counterSeed(a.start),
-			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing, layout: c.cfg.layout, queue: qa})
+			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing, layout: c.cfg.layout, queue: qa, writer: w})
 	}
 	cmd.patience = patienceFor(ttl)
 	for i := range c.nodes {

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,14 +60,14 @@ func (c *Client) Election(name string) *Election {
 }
 
 func (e *Election) build() error {
-	key, err := slotKey(ElectionPrefix, e.name, true, reservedPrefixes...)
+	key, err := slotKey(ElectionPrefix, e.name, true, namePrefixes...)
 	if err != nil {
 		return fmt.Errorf("election %q: %w", quoteKey(e.name), err)
 	}
-	if e.set, err = newLockKeys(key); err != nil {
+	if e.set, err = newDerivedLockKeys(key); err != nil {
 		return fmt.Errorf("election %q: %w", quoteKey(e.name), err)
 	}
-	e.record, err = slotKey(LeaderPrefix, e.name, true, reservedPrefixes...)
+	e.record, err = slotKey(LeaderPrefix, e.name, true, namePrefixes...)
 	return err
 }
 
@@ -115,7 +116,9 @@ type Leadership struct {
 // bounds the campaign only: the leadership lasts until Resign or its loss.
 //
 // Errors: ErrInvalidArgument for a nil ctx, a bad name, ttl or value; an error matching
-// ErrNotAcquired and ctx.Err() when ctx ends first (or the retry limit is reached);
+// ErrNotAcquired and ctx.Err() when ctx ends first (or the retry limit is reached); also
+// ErrInvalidArgument for a Client made [WithoutFencing] (the term is the token) and under a
+// context that carries this election's leadership ([Leadership.Context]);
 // ErrClosed after [Client.Close]; a *QuorumError matching ErrNotHeld when the value could
 // not be stored on a quorum (the leadership is then resigned). Safe for concurrent use.
 func (e *Election) Campaign(ctx context.Context, value string, ttl time.Duration) (*Leadership, error) {
@@ -167,6 +170,9 @@ func (e *Election) args(ctx context.Context, value string, ttl time.Duration) (t
 	}
 	if e.err != nil {
 		return 0, e.err
+	}
+	if e.c.cfg.noFencing {
+		return 0, invalidf("election %q: a Client made WithoutFencing cannot campaign: a leadership's term is its fencing token", quoteKey(e.name))
 	}
 	if err := checkValue(value); err != nil {
 		return 0, err
@@ -229,9 +235,10 @@ func (ld *Leadership) Err() error {
 }
 
 // Context returns a context that ends with the leadership (its cause is Err's error) or with
-// parent.
+// parent. It carries the leadership's lock ([Lock.Context]): a Campaign of the same election
+// under it is refused instead of waiting for itself.
 func (ld *Leadership) Context(parent context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancelCause(parent)
+	ctx, cancel := context.WithCancelCause(ld.l.Context(parent))
 	stop := context.AfterFunc(ld.ctx, func() { cancel(context.Cause(ld.ctx)) })
 	return ctx, func() { stop(); cancel(context.Canceled) }
 }
@@ -378,8 +385,9 @@ func (e *Election) runLeader(ctx context.Context, value string, ttl time.Duratio
 // reports the newest that a quorum stores, or, when none has a quorum, the newest any node
 // of the quorum stores.
 //
-// Errors: ErrNoLeader when no holder has a quorum with its record; ErrInvalidArgument for a
-// nil ctx or a bad name; ErrClosed after Close; ctx.Err() when ctx ends first. Safe for
+// Errors: ErrNoLeader when no holder has a quorum with its record (among a quorum of nodes
+// that answered); an error wrapping the first node's failure when fewer than a quorum
+// answered (the leader is unknown); ErrInvalidArgument for a nil ctx or a bad name; ErrClosed after Close; ctx.Err() when ctx ends first. Safe for
 // concurrent use.
 func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	if ctx == nil {
@@ -394,10 +402,16 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	}
 	defer c.end()
 	recs := make([]leaderRecord, 0, len(c.nodes))
+	answered := 0
+	var firstErr error
 	err := c.askAll(ctx, newLeaderCommand(e.set.keys[0], e.record), func(ev transport.Event) {
 		if ev.Err != nil || len(ev.Slice) != 3 {
+			if firstErr == nil {
+				firstErr = c.nodeErr(ev.Node, cmp.Or(ev.Err, errors.New("unexpected reply")))
+			}
 			return
 		}
+		answered++
 		holder, _ := ev.Slice[0].(string)
 		raw, _ := ev.Slice[2].(string)
 		if r, ok := parseLeaderRecord(raw); ok && holder != "" && r.id == holder {
@@ -406,6 +420,10 @@ func (e *Election) Leader(ctx context.Context) (LeaderInfo, error) {
 	})
 	if err != nil {
 		return LeaderInfo{}, err
+	}
+	if answered < c.quorum { // too few to tell whether anyone leads
+		return LeaderInfo{}, fmt.Errorf("redlock: election %q: only %d of %d nodes answered, quorum is %d: the leader is unknown; first failure: %w",
+			quoteKey(e.name), answered, len(c.nodes), c.quorum, firstErr)
 	}
 	return chooseLeader(recs, c.quorum, e.name)
 }

@@ -253,3 +253,62 @@ func TestElectionDo(t *testing.T) {
 		t.Errorf("Err after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestElectionRefusals: what the newcomer review found. Lock keys and names may not start
+// with the derived keys' prefixes (a caller's lock on an election's record would be
+// overwritten by the leader), while Status still reads a derived key; Leader fails, rather
+// than reporting no leader, when fewer than a quorum answer; a Client WithoutFencing cannot
+// campaign (the term is the token); a Campaign under its own leadership's context is refused
+// instead of waiting for itself.
+func TestElectionRefusals(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	ctx := ctxT(t, 10*time.Second)
+	e := c.Election("sched")
+	for _, k := range []string{"redlock:leader:{sched}", e.Key(), "redlock:permit:0:{x}", "redlock:rw:{x}", "redlock:readers:{x}", "redlock:intent:{x}"} {
+		if _, err := c.TryAcquire(ctx, k, time.Second); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "reserved prefix") {
+			t.Errorf("TryAcquire(%q): %v, want ErrInvalidArgument", k, err)
+		}
+	}
+	for _, name := range []string{SemaphorePrefix + "0:{a}b", ElectionPrefix + "x", LeaderPrefix + "x"} {
+		if _, err := c.Semaphore(name, 2).TryAcquire(ctx, time.Second); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Semaphore(%q): %v, want ErrInvalidArgument", name, err)
+		}
+		if _, err := c.Election(name).Leader(ctx); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Election(%q): %v, want ErrInvalidArgument", name, err)
+		}
+		if _, err := c.RWLock(name).TryAcquireRead(ctx, time.Second); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("RWLock(%q): %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	if _, err := c.Status(ctx, e.Key()); err != nil {
+		t.Errorf("Status of the election's key: %v", err)
+	}
+
+	nf := newTestClient(t, clients, WithoutFencing())
+	if _, err := nf.Election("sched").Campaign(ctx, "v", time.Second); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "WithoutFencing") {
+		t.Errorf("Campaign WithoutFencing: %v, want ErrInvalidArgument", err)
+	}
+
+	err := e.Do(ctx, "v", time.Second, func(ctx context.Context, l *Leadership) error {
+		_, err := e.Campaign(ctx, "again", time.Second)
+		if !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("Campaign under its own leadership: %v, want ErrInvalidArgument", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ld, err := e.Campaign(ctx, "v", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers[1].Close()
+	servers[2].Close()
+	if _, err := e.Leader(ctx); err == nil || errors.Is(err, ErrNoLeader) || !strings.Contains(err.Error(), "only 1 of 3 nodes answered") {
+		t.Errorf("Leader with 2 of 3 nodes down: %v, want an unknown leader, not ErrNoLeader", err)
+	}
+	_ = ld.Resign(ctx)
+}

@@ -468,3 +468,34 @@ func ExampleElection_Campaign() {
 	// leader: host-a:v2
 	// after Resign: true
 }
+
+// A read/write lock: readers share it; a writer waits for them, keeps new readers out while it
+// waits, and writes alone with a fencing token.
+func ExampleRWLock() {
+	nodes, stop := exampleNodes()
+	defer stop()
+	c, _ := redlock.New(nodes)
+	defer c.Close()
+	ctx := context.Background()
+
+	rw := c.RWLock("ledger:snapshot")
+	r1, _ := rw.TryAcquireRead(ctx, time.Minute)
+	r2, err := rw.TryAcquireRead(ctx, time.Minute)
+	fmt.Println("two readers:", err == nil, "reader token:", r1.Token())
+
+	_, err = rw.TryAcquireWrite(ctx, time.Minute)
+	fmt.Println("writer refused while readers hold:", errors.Is(err, redlock.ErrNotAcquired))
+
+	_ = r1.Release(ctx)
+	_ = r2.Release(ctx)
+	err = rw.DoWrite(ctx, 10*time.Second, func(ctx context.Context, w *redlock.Lock) error {
+		fmt.Println("writing with a token:", w.Token() > 0)
+		return nil
+	})
+	fmt.Println(err)
+	// Output:
+	// two readers: true reader token: 0
+	// writer refused while readers hold: true
+	// writing with a token: true
+	// <nil>
+}

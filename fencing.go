@@ -34,6 +34,16 @@ func fenceKey(key string) (string, error) {
 // lock key of that name would take over on a node that is also the store.
 var reservedPrefixes = []string{FencePrefix, SlotCounterPrefix, HighestTokenPrefix, QueuePrefix, WaitersPrefix}
 
+// derivedPrefixes start the keys the library derives from the names of semaphores,
+// elections and read/write locks: lock keys given by callers may not start with them either
+// (a caller's lock on an election's record would be overwritten by its leader), nor may those
+// names, but the derived keys themselves are lock keys (newDerivedLockKeys) that Status reads.
+var derivedPrefixes = []string{SemaphorePrefix, ElectionPrefix, LeaderPrefix, RWPrefix, ReadersPrefix, IntentPrefix}
+
+// namePrefixes are the prefixes no name of a semaphore, election or read/write lock may
+// start with.
+var namePrefixes = append(append([]string(nil), reservedPrefixes...), derivedPrefixes...)
+
 // counterSeed is the acquiring client's clock in microseconds: the least token of an
 // acquisition with the slot layout, and the value a missing per-key counter starts from.
 // Every node of one acquire gets the same seed, so a brand-new key, and with the slot layout

@@ -25,6 +25,7 @@ type Lock struct {
 	outer   *Lock         // a joined hold (reentrant.go): the hold it joined; nil otherwise
 	granted time.Time     // when the acquire returned, for the observer's hold time
 	one     [1]Token      // tokens of a single-key lock, without an allocation of their own
+	reader  *rwKeys       // a read/write lock's reader (rwlock.go): its place is in reader.readers; nil otherwise
 
 	mu sync.Mutex
 	// last holds, per node, the last call that may have set our keys there: the acquire,
@@ -125,6 +126,10 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) extendOp(ctx context.Context, ttl time.Duration, done func(error)) *quorumOp {
 	o := l.c.newQuorumOp(ctx, "extend", l.set, done)
 	o.after, o.cmd = l.lastCalls(), newExtendCommand(l.set, l.id, l.c.keyTTLMillis(ttl))
+	if r := l.reader; r != nil { // a reader's place: extended where it still is, never healed
+		o.cmd = newScriptCall(readExtendScript, []string{r.readers}, l.id, l.c.keyTTLMillis(ttl))
+		return o
+	}
 	if !l.c.cfg.noHealing {
 		o.heal = l.heal
 	}
@@ -290,6 +295,19 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 	after := l.last
 	l.mu.Unlock()
 	ra := releaseArgs{announce: !l.c.cfg.noWakeups, turn: !l.c.cfg.noWakeups}
+	if r := l.reader; r != nil {
+		// A reader's place; the writer key's channel tells waiting writers.
+		channel := ""
+		if ra.announce {
+			channel = wakeChannel(l.key)
+		}
+		o.after, o.cmd, o.release = after, newScriptCall(readReleaseScript, []string{r.readers}, l.id, channel), true
+		err := l.c.runQuorumOp(waitCtx, o, nil)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w: %w", err, ctx.Err())
+		}
+		return err
+	}
 	if l.c.queued(l.set) {
 		// The nodes' queue for the key: our next waiter takes our place there, or the place
 		// goes; a node that answers that our waiter is the head now tells it its turn

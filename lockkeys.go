@@ -22,6 +22,22 @@ type lockKeys struct {
 // newLockKeys validates the keys of a lock and derives their fence counters. A single key
 // is a lock of one key; more than one must be distinct and at most MaxMultiKeys.
 func newLockKeys(keys ...string) (lockKeys, error) {
+	for i, k := range keys {
+		for _, p := range derivedPrefixes {
+			if strings.HasPrefix(k, p) {
+				if len(keys) > 1 {
+					return lockKeys{}, invalidf("key %d: key %q starts with the reserved prefix %q", i, quoteKey(k), p)
+				}
+				return lockKeys{}, invalidf("key %q starts with the reserved prefix %q", quoteKey(k), p)
+			}
+		}
+	}
+	return newDerivedLockKeys(keys...)
+}
+
+// newDerivedLockKeys is newLockKeys for keys the library derives (permit, election and
+// writer keys), and for Status, which reads them too.
+func newDerivedLockKeys(keys ...string) (lockKeys, error) {
 	switch {
 	case len(keys) == 0:
 		return lockKeys{}, invalidf("no keys")

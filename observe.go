@@ -74,6 +74,8 @@ type Op struct {
 	Semaphore string
 	// Election is the election's name for a Campaign or an election's Do; "" otherwise.
 	Election string
+	// RWLock is the read/write lock's name for its acquires and Do; "" otherwise.
+	RWLock string
 }
 
 // Outcome is how an operation, an attempt or a node call ended.

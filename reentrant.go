@@ -66,8 +66,8 @@ func (c *Client) join(ctx context.Context, set lockKeys) (*Lock, error) {
 	var partial *Lock
 	for ; chain != nil; chain = chain.parent {
 		r := chain.l.root()
-		if r.c != c || r.isReleased() || !c.cfg.clock.Now().Before(r.Until()) {
-			continue
+		if r.c != c || r.reader != nil || r.isReleased() || !c.cfg.clock.Now().Before(r.Until()) {
+			continue // a reader's hold is never joined: it holds no key
 		}
 		tokens := make([]Token, 0, len(set.keys))
 		for _, k := range set.keys {

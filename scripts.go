@@ -53,11 +53,16 @@ type acquireArgs struct {
 	idleMillis int64 // counterIdleMillis
 	fenced     bool  // mint tokens (multi, and a queued single key)
 	layout     CounterLayout
-	queue      *queueArgs // a queued Acquire of one key; nil otherwise
+	queue      *queueArgs  // a queued Acquire of one key; nil otherwise
+	writer     *writerArgs // a read/write lock's writer (rwlock.go); nil otherwise
 }
 
 func newAcquireCommand(set lockKeys, a acquireArgs) *command {
 	slot := argFlag(a.layout == SlotCounters)
+	if w := a.writer; w != nil {
+		keys := append(set.triples(a.layout), w.keys.readers, w.keys.intent)
+		return newScriptCall(acquireWriteScript, keys, a.id, a.px, a.seed, a.idleMillis, slot, w.intentMillis, w.client)
+	}
 	if q := a.queue; q != nil {
 		keys := append(set.triples(a.layout), q.keys.queue, q.keys.waiters)
 		return newScriptCall(acquireQueuedScript, keys, a.id, a.px, a.seed, a.idleMillis, slot,
@@ -260,6 +265,26 @@ func newLeaderCommand(key, record string) *command {
 	cmd.kind = transport.ReplySlice
 	return cmd
 }
+
+// The read/write lock's scripts (rwlock.go): a writer's acquire is acquire.lua behind
+// rw_gate.lua (KEYS the writer key, its counters, the readers and the intent; ARGV acquire.lua's
+// five and the intent's TTL); a reader's acquire, extend and release are read_*.lua.
+var (
+	//go:embed lua/rw_gate.lua
+	rwGateSrc string
+	//go:embed lua/rw_gate_end.lua
+	rwGateEndSrc       string
+	acquireWriteScript = newLua("acquire_write", countersSrc+rwGateSrc+acquireSrc+rwGateEndSrc)
+	//go:embed lua/read_acquire.lua
+	readAcquireSrc    string
+	readAcquireScript = newLua("read_acquire", readAcquireSrc)
+	//go:embed lua/read_extend.lua
+	readExtendSrc    string
+	readExtendScript = newLua("read_extend", readExtendSrc)
+	//go:embed lua/read_release.lua
+	readReleaseSrc    string
+	readReleaseScript = newLua("read_release", readReleaseSrc)
+)
 
 func argFlag(b bool) string {
 	if b {

@@ -80,13 +80,13 @@ func (s *Semaphore) build() error {
 		if err != nil {
 			return fmt.Errorf("semaphore %q: %w", quoteKey(s.name), err)
 		}
-		set, err := newLockKeys(k)
+		set, err := newDerivedLockKeys(k)
 		if err != nil {
 			return fmt.Errorf("semaphore %q: permit key: %w", quoteKey(s.name), err)
 		}
 		keys[i], s.keys[i] = k, set
 	}
-	all, err := newLockKeys(keys...)
+	all, err := newDerivedLockKeys(keys...)
 	if err != nil {
 		return fmt.Errorf("semaphore %q: %w", quoteKey(s.name), err)
 	}
@@ -103,7 +103,7 @@ func (s *Semaphore) build() error {
 // permitKey names permit i of semaphore name: a key in name's cluster hash slot (slotKey),
 // so that permits.lua can read them all in one script on a node that is a Redis Cluster.
 func permitKey(name string, i int) (string, error) {
-	return slotKey(SemaphorePrefix+strconv.Itoa(i)+":", name, true, reservedPrefixes...)
+	return slotKey(SemaphorePrefix+strconv.Itoa(i)+":", name, true, namePrefixes...)
 }
 
 // Name returns the semaphore's name.

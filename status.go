@@ -71,7 +71,7 @@ func (c *Client) Status(ctx context.Context, key string) (*Status, error) {
 	if ctx == nil {
 		return nil, invalidf("context is nil")
 	}
-	set, err := newLockKeys(key)
+	set, err := newDerivedLockKeys(key)
 	if err != nil {
 		return nil, err
 	}

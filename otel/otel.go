@@ -49,6 +49,7 @@ const (
 	AttrKey       = attribute.Key("redlock.key")       // only WithKeyAttribute: the first key
 	AttrSemaphore = attribute.Key("redlock.semaphore") // only WithKeyAttribute: a semaphore's name (Op.Semaphore)
 	AttrElection  = attribute.Key("redlock.election")  // only WithKeyAttribute: an election's name (Op.Election)
+	AttrRWLock    = attribute.Key("redlock.rwlock")    // only WithKeyAttribute: a read/write lock's name (Op.RWLock)
 	AttrTTL       = attribute.Key("redlock.ttl_ms")    // span attribute
 	AttrAttempts  = attribute.Key("redlock.attempts")  // span attribute
 	AttrJoined    = attribute.Key("redlock.joined")    // span attribute: a reentrant join
@@ -167,6 +168,9 @@ func (o *Observer) Start(ctx context.Context, op redlock.Op) (context.Context, f
 	}
 	if o.keyAttr && op.Election != "" {
 		attrs = append(attrs, AttrElection.String(op.Election))
+	}
+	if o.keyAttr && op.RWLock != "" {
+		attrs = append(attrs, AttrRWLock.String(op.RWLock))
 	}
 	ctx, span := o.tracer.Start(ctx, "redlock."+string(op.Kind), trace.WithAttributes(attrs...), trace.WithSpanKind(trace.SpanKindClient))
 	start := time.Now()

@@ -412,3 +412,38 @@ func TestElectionSpans(t *testing.T) {
 		t.Errorf("spans with redlock.election: %v, want redlock.do and redlock.acquire", seen)
 	}
 }
+
+// TestRWLockSpans: a read/write lock's acquires carry its name under WithKeyAttribute.
+func TestRWLockSpans(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	obs, err := rlotel.New(rlotel.WithTracerProvider(tp), rlotel.WithKeyAttribute())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, clients := nodes(t, 3)
+	c, err := redlock.New(clients, redlock.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	rw := c.RWLock("ledger")
+	for _, do := range []func(context.Context, time.Duration, func(context.Context, *redlock.Lock) error) error{rw.DoRead, rw.DoWrite} {
+		if err := do(ctx, time.Second, func(context.Context, *redlock.Lock) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, sp := range spans.Ended() {
+		if sp.Name() == "redlock.acquire" && attr(sp, "redlock.rwlock").AsString() == "ledger" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d acquire spans with redlock.rwlock, want 2 (a read, a write)", n)
+	}
+}

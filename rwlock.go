@@ -1,0 +1,328 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/quorumlock/redlock/internal/transport"
+)
+
+// RWPrefix starts the writer key of every read/write lock ([RWLock.Key]): an ordinary lock
+// key, whose holder is the writer and whose fencing tokens are the writers' tokens.
+const RWPrefix = "redlock:rw:"
+
+// ReadersPrefix and IntentPrefix start the names of a read/write lock's readers (a sorted
+// set of reader ids by expiry) and of its writer intent (the id of a writer waiting for the
+// readers to leave), both in the lock name's cluster hash slot.
+const (
+	ReadersPrefix = "redlock:readers:"
+	IntentPrefix  = "redlock:intent:"
+)
+
+// RWLock is a read/write lock: readers share it, a writer excludes readers and other writers.
+// The writer holds the writer key ([RWLock.Key]) as a lock, with a fencing token that
+// increases from writer to writer; each reader holds a place of its own, with its own TTL,
+// in the readers set on a quorum of nodes. A node grants a reader only while no writer holds
+// or waits there, and a writer only while no reader holds there (docs/design.md §3.13); a
+// quorum of each intersects, so under the lock's assumptions no reader with validity left
+// overlaps a writer with validity left. A writer refused because readers hold marks that it
+// waits (the writer intent, a few retry delays long, renewed at each attempt), and new
+// readers are refused meanwhile: a stream of readers cannot starve a writer.
+//
+// A reader's *Lock has token 0 (readers do not write: the fenced stores refuse token 0);
+// Key is the writer key for both. Make one with [Client.RWLock]; it is safe for concurrent
+// use. Reentrancy: a reader's hold is never joined; a writer's is, as a lock's.
+type RWLock struct {
+	c    *Client
+	name string
+	err  error
+	set  lockKeys // the writer key and its counters
+	keys rwKeys
+	seq  atomic.Uint64 // names each reader's queue of waiters in this Client apart
+}
+
+type rwKeys struct{ writer, readers, intent string }
+
+// writerArgs are the writer gate's arguments (lua/rw_gate.lua).
+type writerArgs struct {
+	keys         rwKeys
+	intentMillis int64
+	client       string // the Client's id: the intent's value
+}
+
+// RWLock returns the read/write lock named name. It sends nothing; a bad name (the rules of a
+// lock key) is returned, as an error matching ErrInvalidArgument, by every call. Safe for
+// concurrent use.
+func (c *Client) RWLock(name string) *RWLock {
+	rw := &RWLock{c: c, name: name}
+	rw.err = rw.build()
+	return rw
+}
+
+func (rw *RWLock) build() error {
+	var err error
+	for _, k := range []struct {
+		dst    *string
+		prefix string
+	}{{&rw.keys.writer, RWPrefix}, {&rw.keys.readers, ReadersPrefix}, {&rw.keys.intent, IntentPrefix}} {
+		if *k.dst, err = slotKey(k.prefix, rw.name, true, namePrefixes...); err != nil {
+			return fmt.Errorf("read/write lock %q: %w", quoteKey(rw.name), err)
+		}
+	}
+	if rw.set, err = newDerivedLockKeys(rw.keys.writer); err != nil {
+		return fmt.Errorf("read/write lock %q: %w", quoteKey(rw.name), err)
+	}
+	return nil
+}
+
+// Name returns the lock's name.
+func (rw *RWLock) Name() string { return rw.name }
+
+// Key returns the writer key ("" for an invalid lock): [Client.Status] on it shows the writer.
+func (rw *RWLock) Key() string {
+	if rw.err != nil {
+		return ""
+	}
+	return rw.keys.writer
+}
+
+func (rw *RWLock) args(ctx context.Context, ttl time.Duration) (time.Duration, error) {
+	if ctx == nil {
+		return 0, invalidf("context is nil")
+	}
+	if rw.err != nil {
+		return 0, rw.err
+	}
+	return rw.c.checkKeyTTL(ttl)
+}
+
+// TryAcquireWrite makes one attempt to take the lock for writing for ttl, as
+// [Client.TryAcquire] does, with the errors of TryAcquire; it is also refused (ErrNotAcquired)
+// while readers hold a quorum, and then marks on those nodes that a writer waits. The Lock's
+// token increases from writer to writer. Safe for concurrent use.
+func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration) (*Lock, error) {
+	ttl, err := rw.args(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	c := rw.c
+	return observed(c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
+		l, r, err := rw.once(ctx, ttl, rw.writeAttempt)
+		return l, acquireEnd(l, r, 1, err), err
+	})
+}
+
+// AcquireWrite takes the lock for writing, retrying as [Client.Acquire] does until it
+// succeeds, the retry limit is reached or ctx ends, with Acquire's errors. This Client's
+// writers of the lock wait in arrival order; each release of a reader or writer wakes them.
+// Safe for concurrent use.
+func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration) (*Lock, error) {
+	ttl, err := rw.args(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
+		l, r, n, err := rw.retrying(ctx, ttl, "\x00rw-writer\x00"+rw.keys.writer, rw.writeAttempt)
+		return l, acquireEnd(l, r, n, err), err
+	})
+}
+
+// TryAcquireRead makes one attempt to take the lock for reading for ttl: a place in the
+// readers on every node, in parallel, granted once a quorum agreed with validity left
+// (ttl − elapsed − drift > 0, as for a lock), undone on every node otherwise. Refused
+// (ErrNotAcquired) while a writer holds or waits on too many nodes. The Lock's token is 0.
+// Errors and arguments as [Client.TryAcquire]'s. Safe for concurrent use.
+func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration) (*Lock, error) {
+	ttl, err := rw.args(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
+		l, r, err := rw.once(ctx, ttl, rw.readAttempt)
+		return l, acquireEnd(l, r, 1, err), err
+	})
+}
+
+// AcquireRead takes the lock for reading, retrying until it succeeds, the retry limit is
+// reached or ctx ends, with Acquire's errors. Readers do not wait for each other; a release
+// of the writer wakes them. Safe for concurrent use.
+func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration) (*Lock, error) {
+	ttl, err := rw.args(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
+		key := "\x00rw-reader\x00" + strconv.FormatUint(rw.seq.Add(1), 10) + "\x00" + rw.keys.writer
+		l, r, n, err := rw.retrying(ctx, ttl, key, rw.readAttempt)
+		return l, acquireEnd(l, r, n, err), err
+	})
+}
+
+// DoRead takes the lock for reading as AcquireRead does and runs fn under it, renewing it and
+// cancelling fn's context before it can lapse, as [Client.Do] does; DoWrite the same for
+// writing. Errors as Do's.
+func (rw *RWLock) DoRead(ctx context.Context, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) error {
+	return rw.do(ctx, ttl, fn, rw.AcquireRead)
+}
+
+// DoWrite takes the lock for writing as AcquireWrite does and runs fn under it, as
+// [Client.Do] does: send l.Token with every write.
+func (rw *RWLock) DoWrite(ctx context.Context, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) error {
+	return rw.do(ctx, ttl, fn, rw.AcquireWrite)
+}
+
+func (rw *RWLock) do(ctx context.Context, ttl time.Duration, fn func(ctx context.Context, l *Lock) error,
+	acquire func(context.Context, time.Duration) (*Lock, error)) error {
+	if fn == nil {
+		return invalidf("fn is nil")
+	}
+	ttl, err := rw.args(ctx, ttl)
+	if err != nil {
+		return err
+	}
+	if err := rw.c.checkDoTTL(ttl); err != nil {
+		return err
+	}
+	c := rw.c
+	if err := c.begin(); err != nil {
+		return err
+	}
+	defer c.end()
+	_, err = observed(c, ctx, rw.op(OpDo, ttl), func(ctx context.Context) (struct{}, End, error) {
+		l, err := acquire(ctx, ttl)
+		if err != nil {
+			return struct{}{}, End{}, err
+		}
+		return struct{}{}, End{}, c.run(ctx, l, fn)
+	})
+	return err
+}
+
+func (rw *RWLock) op(kind OpKind, ttl time.Duration) Op {
+	return Op{Kind: kind, Keys: rw.set.keys, TTL: ttl, RWLock: rw.name}
+}
+
+type rwAttempt func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error)
+
+// once is one attempt with the Client held.
+func (rw *RWLock) once(ctx context.Context, ttl time.Duration, attempt rwAttempt) (*Lock, attemptResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, attemptResult{}, notAcquired(err)
+	}
+	if err := rw.c.begin(); err != nil {
+		return nil, attemptResult{}, err
+	}
+	defer rw.c.end()
+	return attempt(ctx, ttl)
+}
+
+// retrying is the lock's retry loop (turn.retry) with attempt, waiting in this Client's
+// queue named key for releases of the writer key.
+func (rw *RWLock) retrying(ctx context.Context, ttl time.Duration, key string, attempt rwAttempt) (*Lock, attemptResult, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, attemptResult{}, 0, notAcquired(err)
+	}
+	if err := rw.c.begin(); err != nil {
+		return nil, attemptResult{}, 0, err
+	}
+	defer rw.c.end()
+	t := &turn{c: rw.c, set: rw.set, key: key, attempt: attempt}
+	l, r, n, err := t.retry(ctx, ttl)
+	t.leave(l != nil)
+	return l, r, n, err
+}
+
+// writeAttempt is one writer attempt: the lock's attempt on the writer key, behind the
+// writer gate.
+func (rw *RWLock) writeAttempt(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+	w := &writerArgs{keys: rw.keys, intentMillis: max(4*rw.c.cfg.retryDelay, 100*time.Millisecond).Milliseconds(), client: rw.c.id}
+	a := rw.c.newAttempt(ctx, rw.set, newHolderID(), ttl, nil, w)
+	a.send()
+	return a.run(ctx)
+}
+
+// discardSink drops the events of calls whose outcome nobody waits for (a reader's undo).
+type discardSink struct{}
+
+func (discardSink) Deliver(transport.Event) {}
+
+// readAttempt is one reader attempt: read_acquire.lua on every node, decided at a quorum of
+// places granted with validity left, or as soon as a quorum became impossible; undone on
+// every node when it fails.
+func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+	c := rw.c
+	id, n := newHolderID(), len(c.nodes)
+	start := c.cfg.clock.Now()
+	validityEnd := start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
+	cmd := newScriptCall(readAcquireScript, []string{rw.keys.writer, rw.keys.readers, rw.keys.intent}, id, c.keyTTLMillis(ttl))
+	cmd.patience = patienceFor(ttl)
+	events := make(chan transport.Event, 2*n)
+	calls := make([]*transport.Call, n)
+	for i := range c.nodes {
+		calls[i] = cmd.newCall(0, chanSink(events))
+		c.sendTo(i, calls[i])
+	}
+	granted, refused, failed := 0, 0, 0
+	answered, nodeErrs := make([]bool, n), make([]error, n)
+	timer := time.NewTimer(time.Until(validityEnd))
+	defer timer.Stop()
+	var cause error
+	for granted < c.quorum && refused+failed <= n-c.quorum && cause == nil {
+		select {
+		case ev := <-events:
+			if ev.Out == transport.Late || answered[ev.Node] {
+				continue
+			}
+			answered[ev.Node] = true
+			switch {
+			case ev.Err != nil:
+				failed++
+				nodeErrs[ev.Node] = c.nodeErr(ev.Node, ev.Err)
+			case ev.Val == 1:
+				granted++
+			default:
+				refused++
+				nodeErrs[ev.Node] = c.nodeErr(ev.Node, errWriterHolds)
+			}
+		case <-timer.C:
+			cause = errValidityExpired
+		case <-ctx.Done():
+			cause = ctx.Err()
+		}
+	}
+	now := c.cfg.clock.Now()
+	if granted >= c.quorum && cause == nil {
+		if Validity(ttl, start, now, c.cfg.driftFactor) > 0 {
+			l := &Lock{c: c, set: rw.set, key: rw.keys.writer, id: id, ttl: ttl, until: validityEnd, last: calls, granted: now, reader: &rw.keys}
+			l.tokens = l.one[:]
+			c.remember(l)
+			return l, attemptResult{kind: attemptWon}, nil
+		}
+		cause = errValidityExpired
+	}
+	// Undo everywhere, each after that node's acquire call, whatever it answered.
+	undo := newScriptCall(readReleaseScript, []string{rw.keys.readers}, id)
+	for i := range c.nodes {
+		cl := undo.newCall(0, discardSink{})
+		cl.Keep = true
+		c.sendAfterTo(i, calls[i], cl)
+	}
+	for i := range nodeErrs {
+		if !answered[i] && nodeErrs[i] == nil {
+			nodeErrs[i] = c.nodeErr(i, errAbandoned)
+		}
+	}
+	qe := &QuorumError{Op: "acquire", Key: rw.keys.writer, Quorum: c.quorum, Agreed: granted, Total: n, Cause: cause,
+		Nodes: collectNodeErrors(nodeErrs), sentinel: ErrNotAcquired}
+	r := attemptResult{kind: attemptOverloaded, refused: refused > 0, expired: cause == errValidityExpired, detail: qe}
+	if refused > 0 {
+		r.kind = attemptContended
+	}
+	return nil, r, qe
+}
+
+// errWriterHolds is a node's refusal of a reader: a writer holds or waits there.
+var errWriterHolds = fmt.Errorf("a writer holds or waits")
