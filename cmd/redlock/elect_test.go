@@ -1,0 +1,34 @@
+//go:build unix
+
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestElectCommandLine: bad command lines are usage errors with one line, and send nothing.
+func TestElectCommandLine(t *testing.T) {
+	closed := closedAddr(t)
+	nodes := "redis://" + closed
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"elect"}, "missing NAME"},
+		{[]string{"elect", "--nodes", nodes, "a", "b", "--", "true"}, `unexpected argument "b"`},
+		{[]string{"elect", "--nodes", nodes, "a"}, `missing "--"`},
+		{[]string{"elect", "--nodes", nodes, "a", "--"}, "missing the command"},
+		{[]string{"elect", "--nodes", nodes, "--key", "x", "a", "--", "true"}, "--key is exec's"},
+		{[]string{"elect", "--nodes", nodes, "--json", "a", "--", "true"}, "--json goes with --observe"},
+		{[]string{"elect", "--nodes", nodes, "--observe", "a", "--", "true"}, "--observe runs no command"},
+		{[]string{"elect", "--nodes", nodes, "--ttl", "100ms", "a", "--", "true"}, "elect: --ttl 100ms must be at least"},
+		{[]string{"elect", "--nodes", nodes, "--value", strings.Repeat("v", 64<<10+1), "a", "--", "true"}, "--value is 65537 bytes"},
+	} {
+		code, out, errOut := cli(t, nil, tc.args...)
+		requireOneLineError(t, code, errOut, exitUsage, tc.want)
+		if out != "" {
+			t.Errorf("%v: stdout %q", tc.args[:min(len(tc.args), 4)], out)
+		}
+	}
+}
