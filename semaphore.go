@@ -389,7 +389,13 @@ func ParsePermitKey(key string) (name string, permit int, ok bool) {
 	if !found || err != nil || i < 0 || i >= MaxPermits || strconv.Itoa(i) != digits {
 		return "", 0, false
 	}
-	prefix := SemaphorePrefix + digits + ":"
+	name, ok = nameOf(SemaphorePrefix+digits+":", rest, key)
+	return name, i, ok
+}
+
+// nameOf inverts slotKey(prefix, name, true, namePrefixes...) == key, where rest is key
+// without prefix: the name, or false when key is no such key.
+func nameOf(prefix, rest, key string) (string, bool) {
 	var cands []string
 	switch {
 	case strings.HasPrefix(rest, prefix): // prefix + prefix + "{" + tag + "}" + name
@@ -402,11 +408,31 @@ func ParsePermitKey(key string) (name string, permit int, ok bool) {
 		cands = append(cands, rest)
 	}
 	for _, n := range cands {
-		if k, err := permitKey(n, i); err == nil && k == key {
-			return n, i, true
+		if k, err := slotKey(prefix, n, true, namePrefixes...); err == nil && k == key {
+			return n, true
 		}
 	}
-	return "", 0, false
+	return "", false
+}
+
+// ParseElectionKey reports whether key is an election's key ([Election.Key]) and returns the
+// election's name, for tools that list lock keys (redlock top).
+func ParseElectionKey(key string) (name string, ok bool) {
+	rest, found := strings.CutPrefix(key, ElectionPrefix)
+	if !found {
+		return "", false
+	}
+	return nameOf(ElectionPrefix, rest, key)
+}
+
+// ParseRWKey reports whether key is a read/write lock's writer key ([RWLock.Key]) and returns
+// the lock's name, for tools that list lock keys (redlock top).
+func ParseRWKey(key string) (name string, ok bool) {
+	rest, found := strings.CutPrefix(key, RWPrefix)
+	if !found {
+		return "", false
+	}
+	return nameOf(RWPrefix, rest, key)
 }
 
 // SemaphoreStatus is a snapshot of a semaphore's permits across the nodes, for operators

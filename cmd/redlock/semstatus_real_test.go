@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,7 +93,8 @@ func TestRealStatusSemaphore(t *testing.T) {
 }
 
 // TestRealTopShowsSemaphores: top lists a semaphore's held permits by the semaphore's name
-// and the permit's number, in the table and in --json.
+// and the permit's number, in the table and in --json; and an election's leader and a
+// read/write lock's writer by their names in the table.
 func TestRealTopShowsSemaphores(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 3)
@@ -118,6 +120,16 @@ func TestRealTopShowsSemaphores(t *testing.T) {
 		}
 		held[l.Key()] = l
 	}
+	ld, err := c.Election("sched").Campaign(ctx, "host-a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Resign(ctx)
+	w, err := c.RWLock("ledger").TryAcquireWrite(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release(ctx)
 	doc, _ := topJSON(t, 0, "--nodes", nodes)
 	found := 0
 	for _, ld := range doc.Locks {
@@ -137,6 +149,11 @@ func TestRealTopShowsSemaphores(t *testing.T) {
 	code, out, errOut := runBin(t, nil, "top", "--once", "--nodes", nodes)
 	if code != 0 {
 		t.Fatalf("top: exit %d, stderr %q", code, errOut)
+	}
+	for label, id := range map[string]string{`election "sched"`: ld.ID(), `rwlock "ledger" writer`: w.ID()} {
+		if !slices.ContainsFunc(strings.Split(out, "\n"), func(line string) bool { return strings.Contains(line, label) && strings.Contains(line, id[:8]) }) {
+			t.Errorf("no table row %s with holder %s:\n%s", label, id[:8], out)
+		}
 	}
 	for k, l := range held {
 		_, i, _ := redlock.ParsePermitKey(k)

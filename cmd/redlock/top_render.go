@@ -195,10 +195,17 @@ func nodeCell(ns redlock.NodeStatus, holder string) string {
 }
 
 // displayLockKey is a lock's key in the table: a semaphore's permit by the semaphore's name
-// and the permit's number, as semaphore "NAME" #I, any other key as displayKey shows it.
+// and the permit's number, as semaphore "NAME" #I; an election's key as election "NAME"; a
+// read/write lock's writer key as rwlock "NAME" writer; any other key as displayKey shows it.
 func displayLockKey(k string) string {
 	if name, i, ok := redlock.ParsePermitKey(k); ok {
 		return fmt.Sprintf("semaphore %s #%d", displayKey(name), i)
+	}
+	if name, ok := redlock.ParseElectionKey(k); ok {
+		return "election " + displayKey(name)
+	}
+	if name, ok := redlock.ParseRWKey(k); ok {
+		return "rwlock " + displayKey(name) + " writer"
 	}
 	return displayKey(k)
 }
