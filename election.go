@@ -157,6 +157,12 @@ func (e *Election) lead(ctx context.Context, l *Lock, value string) (*Leadership
 	c.leaders[ld] = struct{}{} // Close ends it
 	c.heldMu.Unlock()
 	c.end()
+	if c.isClosed() {
+		// Close may have looked at the leaderships before this one was there: end it here,
+		// or its renewals would keep Close waiting.
+		ld.stop(ErrClosed)
+		return nil, ErrClosed
+	}
 	if err := ld.Proclaim(ctx, value); err != nil {
 		_ = ld.Resign(context.WithoutCancel(ctx))
 		return nil, err
