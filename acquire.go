@@ -124,6 +124,35 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 	return l, r, attempts, err
 }
 
+// attemptHeld makes one attempt of a semaphore or a read/write lock (attempt), with the
+// context and the Client checked and the Client held.
+func (c *Client) attemptHeld(ctx context.Context, ttl time.Duration, attempt func(context.Context, time.Duration) (*Lock, attemptResult, error)) (*Lock, attemptResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, attemptResult{}, notAcquired(err)
+	}
+	if err := c.begin(); err != nil {
+		return nil, attemptResult{}, err
+	}
+	defer c.end()
+	return attempt(ctx, ttl)
+}
+
+// retryTurn is acquireRetrying for a turn with an attempt of its own (a semaphore's, a
+// read/write lock's): the retry loop with the context and the Client checked and the Client
+// held, then leaving.
+func (c *Client) retryTurn(ctx context.Context, ttl time.Duration, t *turn) (*Lock, attemptResult, int, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, attemptResult{}, 0, notAcquired(err)
+	}
+	if err := c.begin(); err != nil {
+		return nil, attemptResult{}, 0, err
+	}
+	defer c.end()
+	l, r, attempts, err := t.retry(ctx, ttl)
+	t.leave(l != nil)
+	return l, r, attempts, err
+}
+
 // retry makes the attempts of one Acquire.
 func (t *turn) retry(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, int, error) {
 	if err := t.enter(ctx); err != nil {

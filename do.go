@@ -84,25 +84,28 @@ func (c *Client) checkDoTTL(ttl time.Duration) error {
 
 // do is Do and DoMulti once the arguments are valid.
 func (c *Client) do(ctx context.Context, set lockKeys, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) error {
+	return c.doWith(ctx, Op{Kind: OpDo, Keys: set.keys, TTL: ttl}, func(ctx context.Context) (*Lock, error) {
+		return c.acquire(ctx, set, ttl)
+	}, fn)
+}
+
+// doWith is a Do observed as op, whose lock comes from acquire (a lock's, a semaphore's
+// permit, a read/write lock's side): acquire, run fn under it while the renewer keeps it,
+// release. The arguments are valid.
+func (c *Client) doWith(ctx context.Context, op Op, acquire func(context.Context) (*Lock, error), fn func(ctx context.Context, l *Lock) error) error {
 	// Hold the client for the whole run, so that Close waits for the renewer too.
 	if err := c.begin(); err != nil {
 		return err
 	}
 	defer c.end()
-	_, err := observed(c, ctx, Op{Kind: OpDo, Keys: set.keys, TTL: ttl}, func(ctx context.Context) (struct{}, End, error) {
-		return struct{}{}, End{}, c.hold(ctx, set, ttl, fn)
+	_, err := observed(c, ctx, op, func(ctx context.Context) (struct{}, End, error) {
+		l, err := acquire(ctx)
+		if err != nil {
+			return struct{}{}, End{}, err
+		}
+		return struct{}{}, End{}, c.run(ctx, l, fn)
 	})
 	return err
-}
-
-// hold acquires the lock of a Do, runs fn under it while the renewer keeps it, and releases
-// it.
-func (c *Client) hold(ctx context.Context, set lockKeys, ttl time.Duration, fn func(ctx context.Context, l *Lock) error) error {
-	l, err := c.acquire(ctx, set, ttl)
-	if err != nil {
-		return err
-	}
-	return c.run(ctx, l, fn)
 }
 
 // run runs fn under the newly acquired l while the renewer keeps it, and releases it (the

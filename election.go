@@ -542,3 +542,13 @@ func (e *Election) observe(ctx context.Context, ch chan LeaderInfo) {
 		t.Reset(c.cfg.retryDelay)
 	}
 }
+
+// ParseElectionKey reports whether key is an election's key ([Election.Key]) and returns the
+// election's name, for tools that list lock keys (redlock top).
+func ParseElectionKey(key string) (name string, ok bool) {
+	rest, found := strings.CutPrefix(key, ElectionPrefix)
+	if !found {
+		return "", false
+	}
+	return nameOf(ElectionPrefix, rest, key)
+}

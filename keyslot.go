@@ -134,3 +134,25 @@ func slotTag(slot uint16) string {
 	})
 	return slotTags[slot]
 }
+
+// nameOf inverts slotKey(prefix, name, true, namePrefixes...) == key, where rest is key
+// without prefix: the name, or false when key is no such key.
+func nameOf(prefix, rest, key string) (string, bool) {
+	var cands []string
+	switch {
+	case strings.HasPrefix(rest, prefix): // prefix + prefix + "{" + tag + "}" + name
+		if _, after, ok := strings.Cut(rest[len(prefix):], "}"); ok {
+			cands = append(cands, after)
+		}
+	case len(rest) > 2 && rest[0] == '{' && rest[len(rest)-1] == '}': // prefix + "{" + name + "}"
+		cands = append(cands, rest[1:len(rest)-1], rest)
+	default: // prefix + name, name with a hash tag of its own
+		cands = append(cands, rest)
+	}
+	for _, n := range cands {
+		if k, err := slotKey(prefix, n, true, namePrefixes...); err == nil && k == key {
+			return n, true
+		}
+	}
+	return "", false
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -110,7 +111,7 @@ func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration) (*Lock
 	}
 	c := rw.c
 	return observed(c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
-		l, r, err := rw.once(ctx, ttl, rw.writeAttempt)
+		l, r, err := rw.c.attemptHeld(ctx, ttl, rw.writeAttempt)
 		return l, acquireEnd(l, r, 1, err), err
 	})
 }
@@ -141,7 +142,7 @@ func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration) (*Lock,
 		return nil, err
 	}
 	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
-		l, r, err := rw.once(ctx, ttl, rw.readAttempt)
+		l, r, err := rw.c.attemptHeld(ctx, ttl, rw.readAttempt)
 		return l, acquireEnd(l, r, 1, err), err
 	})
 }
@@ -186,19 +187,7 @@ func (rw *RWLock) do(ctx context.Context, ttl time.Duration, fn func(ctx context
 	if err := rw.c.checkDoTTL(ttl); err != nil {
 		return err
 	}
-	c := rw.c
-	if err := c.begin(); err != nil {
-		return err
-	}
-	defer c.end()
-	_, err = observed(c, ctx, rw.op(OpDo, ttl), func(ctx context.Context) (struct{}, End, error) {
-		l, err := acquire(ctx, ttl)
-		if err != nil {
-			return struct{}{}, End{}, err
-		}
-		return struct{}{}, End{}, c.run(ctx, l, fn)
-	})
-	return err
+	return rw.c.doWith(ctx, rw.op(OpDo, ttl), func(ctx context.Context) (*Lock, error) { return acquire(ctx, ttl) }, fn)
 }
 
 func (rw *RWLock) op(kind OpKind, ttl time.Duration) Op {
@@ -207,32 +196,10 @@ func (rw *RWLock) op(kind OpKind, ttl time.Duration) Op {
 
 type rwAttempt func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error)
 
-// once is one attempt with the Client held.
-func (rw *RWLock) once(ctx context.Context, ttl time.Duration, attempt rwAttempt) (*Lock, attemptResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, attemptResult{}, notAcquired(err)
-	}
-	if err := rw.c.begin(); err != nil {
-		return nil, attemptResult{}, err
-	}
-	defer rw.c.end()
-	return attempt(ctx, ttl)
-}
-
-// retrying is the lock's retry loop (turn.retry) with attempt, waiting in this Client's
-// queue named key for releases of the writer key.
+// retrying is the lock's retry loop with attempt, waiting in this Client's queue named key
+// for releases of the writer key.
 func (rw *RWLock) retrying(ctx context.Context, ttl time.Duration, key string, attempt rwAttempt) (*Lock, attemptResult, int, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, attemptResult{}, 0, notAcquired(err)
-	}
-	if err := rw.c.begin(); err != nil {
-		return nil, attemptResult{}, 0, err
-	}
-	defer rw.c.end()
-	t := &turn{c: rw.c, set: rw.set, key: key, attempt: attempt}
-	l, r, n, err := t.retry(ctx, ttl)
-	t.leave(l != nil)
-	return l, r, n, err
+	return rw.c.retryTurn(ctx, ttl, &turn{c: rw.c, set: rw.set, key: key, attempt: attempt, eager: true})
 }
 
 // writeAttempt is one writer attempt: the lock's attempt on the writer key, behind the
@@ -326,3 +293,13 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, at
 
 // errWriterHolds is a node's refusal of a reader: a writer holds or waits there.
 var errWriterHolds = fmt.Errorf("a writer holds or waits")
+
+// ParseRWKey reports whether key is a read/write lock's writer key ([RWLock.Key]) and returns
+// the lock's name, for tools that list lock keys (redlock top).
+func ParseRWKey(key string) (name string, ok bool) {
+	rest, found := strings.CutPrefix(key, RWPrefix)
+	if !found {
+		return "", false
+	}
+	return nameOf(RWPrefix, rest, key)
+}

@@ -152,7 +152,7 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, e
 		return nil, err
 	}
 	return observed(s.c, ctx, s.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
-		l, r, err := s.tryOnce(ctx, ttl)
+		l, r, err := s.c.attemptHeld(ctx, ttl, s.attempt)
 		return l, acquireEnd(l, r, 1, err), err
 	})
 }
@@ -175,7 +175,8 @@ func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Lock, erro
 		return nil, err
 	}
 	return observed(s.c, ctx, s.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
-		l, r, attempts, err := s.acquireRetrying(ctx, ttl)
+		t := &turn{c: s.c, set: s.all, key: s.waitKey, attempt: s.attempt, eager: true}
+		l, r, attempts, err := s.c.retryTurn(ctx, ttl, t)
 		return l, acquireEnd(l, r, attempts, err), err
 	})
 }
@@ -197,51 +198,11 @@ func (s *Semaphore) Do(ctx context.Context, ttl time.Duration, fn func(ctx conte
 	if err := s.c.checkDoTTL(ttl); err != nil {
 		return err
 	}
-	c := s.c
-	if err := c.begin(); err != nil {
-		return err
-	}
-	defer c.end()
-	_, err = observed(c, ctx, s.op(OpDo, ttl), func(ctx context.Context) (struct{}, End, error) {
-		l, err := s.Acquire(ctx, ttl)
-		if err != nil {
-			return struct{}{}, End{}, err
-		}
-		return struct{}{}, End{}, c.run(ctx, l, fn)
-	})
-	return err
+	return s.c.doWith(ctx, s.op(OpDo, ttl), func(ctx context.Context) (*Lock, error) { return s.Acquire(ctx, ttl) }, fn)
 }
 
 func (s *Semaphore) op(kind OpKind, ttl time.Duration) Op {
 	return Op{Kind: kind, Keys: s.all.keys, TTL: ttl, Semaphore: s.name}
-}
-
-// tryOnce is TryAcquire once the arguments are valid.
-func (s *Semaphore) tryOnce(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, attemptResult{}, notAcquired(err)
-	}
-	if err := s.c.begin(); err != nil {
-		return nil, attemptResult{}, err
-	}
-	defer s.c.end()
-	return s.attempt(ctx, ttl)
-}
-
-// acquireRetrying is Acquire's retry loop: the lock's (turn.retry), waiting on every permit
-// key, with an attempt of the semaphore's own.
-func (s *Semaphore) acquireRetrying(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, int, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, attemptResult{}, 0, notAcquired(err)
-	}
-	if err := s.c.begin(); err != nil {
-		return nil, attemptResult{}, 0, err
-	}
-	defer s.c.end()
-	t := &turn{c: s.c, set: s.all, key: s.waitKey, attempt: s.attempt}
-	l, r, attempts, err := t.retry(ctx, ttl)
-	t.leave(l != nil)
-	return l, r, attempts, err
 }
 
 // attempt is one attempt of the semaphore: the first permit this Client does not hold;
@@ -391,48 +352,6 @@ func ParsePermitKey(key string) (name string, permit int, ok bool) {
 	}
 	name, ok = nameOf(SemaphorePrefix+digits+":", rest, key)
 	return name, i, ok
-}
-
-// nameOf inverts slotKey(prefix, name, true, namePrefixes...) == key, where rest is key
-// without prefix: the name, or false when key is no such key.
-func nameOf(prefix, rest, key string) (string, bool) {
-	var cands []string
-	switch {
-	case strings.HasPrefix(rest, prefix): // prefix + prefix + "{" + tag + "}" + name
-		if _, after, ok := strings.Cut(rest[len(prefix):], "}"); ok {
-			cands = append(cands, after)
-		}
-	case len(rest) > 2 && rest[0] == '{' && rest[len(rest)-1] == '}': // prefix + "{" + name + "}"
-		cands = append(cands, rest[1:len(rest)-1], rest)
-	default: // prefix + name, name with a hash tag of its own
-		cands = append(cands, rest)
-	}
-	for _, n := range cands {
-		if k, err := slotKey(prefix, n, true, namePrefixes...); err == nil && k == key {
-			return n, true
-		}
-	}
-	return "", false
-}
-
-// ParseElectionKey reports whether key is an election's key ([Election.Key]) and returns the
-// election's name, for tools that list lock keys (redlock top).
-func ParseElectionKey(key string) (name string, ok bool) {
-	rest, found := strings.CutPrefix(key, ElectionPrefix)
-	if !found {
-		return "", false
-	}
-	return nameOf(ElectionPrefix, rest, key)
-}
-
-// ParseRWKey reports whether key is a read/write lock's writer key ([RWLock.Key]) and returns
-// the lock's name, for tools that list lock keys (redlock top).
-func ParseRWKey(key string) (name string, ok bool) {
-	rest, found := strings.CutPrefix(key, RWPrefix)
-	if !found {
-		return "", false
-	}
-	return nameOf(RWPrefix, rest, key)
 }
 
 // SemaphoreStatus is a snapshot of a semaphore's permits across the nodes, for operators

@@ -383,30 +383,3 @@ func TestSemaphoreStatus(t *testing.T) {
 		t.Errorf("Status with a nil ctx: %v", err)
 	}
 }
-
-// TestParseElectionAndRWKeys: election and writer keys of every name shape parse back to
-// their names; other keys do not.
-func TestParseElectionAndRWKeys(t *testing.T) {
-	_, clients := miniNodes(t, 1)
-	c := newTestClient(t, clients)
-	for _, name := range slotKeyShapes {
-		if e := c.Election(name); e.err == nil {
-			if n, ok := ParseElectionKey(e.Key()); !ok || n != name {
-				t.Errorf("ParseElectionKey(%q) = %q, %v; want %q", quoteKey(e.Key()), quoteKey(n), ok, quoteKey(name))
-			}
-		}
-		if rw := c.RWLock(name); rw.err == nil {
-			if n, ok := ParseRWKey(rw.Key()); !ok || n != name {
-				t.Errorf("ParseRWKey(%q) = %q, %v; want %q", quoteKey(rw.Key()), quoteKey(n), ok, quoteKey(name))
-			}
-		}
-	}
-	for _, k := range []string{"orders:42", ElectionPrefix, RWPrefix + "x", ElectionPrefix + "{a}x", LeaderPrefix + "{a}"} {
-		if _, ok := ParseElectionKey(k); ok && k != ElectionPrefix+"{a}x" {
-			t.Errorf("ParseElectionKey(%q) parsed", k)
-		}
-	}
-	if _, ok := ParseRWKey(RWPrefix + "x"); ok {
-		t.Errorf("ParseRWKey of a key no name makes parsed")
-	}
-}

@@ -25,6 +25,10 @@ type turn struct {
 	// attempt makes one attempt; nil for the lock's own (runAttempt on set). A semaphore's
 	// turn waits on every permit key and chooses one per attempt (semaphore.go).
 	attempt func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error)
+	// eager: a new head attempts at once instead of after a retry pause. For waiters of
+	// something several may hold (a semaphore's permits, a read/write lock), where the
+	// waiter before it winning does not mean the next must fail.
+	eager bool
 }
 
 // newTurn makes the turn of an Acquire of set, with its ticket when it queues on the nodes.
@@ -68,9 +72,7 @@ func (t *turn) enter(ctx context.Context) error {
 		return nil
 	}
 	pause := jitter(t.c.cfg.retryDelay)
-	if t.attempt != nil {
-		// A semaphore: the waiter before us won a permit and left, and another may be free,
-		// so the new head tries at once.
+	if t.eager {
 		pause = 0
 	}
 	return t.c.waitTurn(ctx, t.set, t.key, t.w, pause)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock"
-	"github.com/redis/go-redis/v9"
+	"github.com/quorumlock/redlock/internal/redisproc"
 )
 
 // TestRealStatusSemaphore: status --permits shows a semaphore's permits by name, one row
@@ -18,17 +18,7 @@ import (
 // error.
 func TestRealStatusSemaphore(t *testing.T) {
 	cluster, nodes := startCluster(t, 3)
-	var rcs []redis.UniversalClient
-	for _, a := range cluster.Addrs() {
-		rc := redis.NewClient(&redis.Options{Addr: a})
-		defer rc.Close()
-		rcs = append(rcs, rc)
-	}
-	c, err := redlock.New(rcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := libClient(t, cluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := c.Semaphore("bank-api", 3)
@@ -98,17 +88,7 @@ func TestRealStatusSemaphore(t *testing.T) {
 func TestRealTopShowsSemaphores(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 3)
-	var rcs []redis.UniversalClient
-	for _, a := range cluster.Addrs() {
-		rc := redis.NewClient(&redis.Options{Addr: a})
-		defer rc.Close()
-		rcs = append(rcs, rc)
-	}
-	c, err := redlock.New(rcs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := libClient(t, cluster)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	s := c.Semaphore("bank-api", 4)
@@ -167,4 +147,16 @@ func TestRealTopShowsSemaphores(t *testing.T) {
 			t.Errorf("no table row for permit %d with holder %s:\n%s", i, l.ID()[:8], out)
 		}
 	}
+}
+
+// libClient is a library Client on the cluster's nodes, closed (with its go-redis clients)
+// when the test ends.
+func libClient(t *testing.T, cluster *redisproc.Cluster) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(cluster.ClientsT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }
