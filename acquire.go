@@ -25,7 +25,7 @@ import (
 // [SlotCounterPrefix], [HighestTokenPrefix], [QueuePrefix] or [WaitersPrefix], or one of
 // those of the keys derived for semaphores, elections and read/write locks:
 // [SemaphorePrefix], [ElectionPrefix], [LeaderPrefix], [RWPrefix], [ReadersPrefix],
-// [IntentPrefix]) or a bad ttl;
+// [IntentPrefix], [PhasePrefix]) or a bad ttl;
 // a *QuorumError matching ErrNotAcquired when the lock is held elsewhere, too many nodes
 // failed or the validity ran out; when ctx ends, an error matching ErrNotAcquired and
 // ctx.Err(); ErrClosed after [Client.Close]. A failed attempt is undone on every node,

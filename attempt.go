@@ -44,9 +44,11 @@ type attempt struct {
 	ctx    context.Context // the acquire's context, for the observer's events
 	raised bool            // a raise was sent
 
-	queue *queueArgs // a queued Acquire (queue.go); nil otherwise
-	setnx bool       // the command is a plain SET NX (WithoutFencing, not queued)
-	ahead int        // the fewest waiters ahead of us that a queued node reported; -1 for none
+	queue  *queueArgs // a queued Acquire (queue.go); nil otherwise
+	writer *rwKeys    // a read/write lock's writer (rwlock.go); nil otherwise
+	setnx  bool       // the command is a plain SET NX (WithoutFencing, not queued)
+	ahead  int        // the fewest waiters ahead of us that a queued node reported; -1 for none
+	left   int64      // the most milliseconds left that a refusing node reported (its holder's PTTL)
 }
 
 // attemptKind is how an attempt ended, as the attempt itself tells it.
@@ -66,6 +68,7 @@ type attemptResult struct {
 	ahead   int          // a queued attempt: the fewest waiters ahead of us that a node reported; 0 for none
 	refused bool         // some node refused it (held, or a raise found the key not ours)
 	expired bool         // the validity ran out before a quorum agreed
+	left    int64        // the most milliseconds left that a refusing node reported; 0 for none
 	detail  *QuorumError // the error of an attempt that reached the nodes and failed
 }
 
@@ -150,6 +153,9 @@ func (c *Client) newAttempt(ctx context.Context, set lockKeys, id string, ttl ti
 	for i := range a.tallies {
 		a.tallies[i] = newAcquireTally(n, c.quorum)
 	}
+	if w != nil {
+		a.writer = &w.keys
+	}
 	a.validityEnd = a.start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
 	if a.obs = c.cfg.observer; a.obs != nil {
 		a.ctx = ctx
@@ -221,7 +227,7 @@ func (a *attempt) run(ctx context.Context) (*Lock, attemptResult, error) {
 	}
 	err := a.fail(ctx, cause)
 	r := attemptResult{kind: attemptOverloaded, ahead: max(a.ahead, 0), refused: a.held || a.notOurs,
-		expired: cause == errValidityExpired, detail: err}
+		expired: cause == errValidityExpired, left: a.left, detail: err}
 	if a.held {
 		r.kind = attemptContended
 	}
@@ -267,7 +273,7 @@ func (a *attempt) decide() (verdict, []Token) {
 
 func (a *attempt) lock(tokens []Token, now time.Time) *Lock {
 	l := &Lock{c: a.c, set: a.set, key: a.set.keys[0], id: a.id, ttl: a.ttl,
-		token: tokens[0], tokens: tokens, until: a.validityEnd, last: a.acq, granted: now}
+		token: tokens[0], tokens: tokens, until: a.validityEnd, last: a.acq, granted: now, writer: a.writer}
 	if len(tokens) == 1 {
 		l.one[0] = tokens[0]
 		l.tokens = l.one[:] // the decision's slice is not kept
@@ -329,6 +335,7 @@ func (a *attempt) apply(e attemptEvent) {
 		if r.ahead >= 0 && (a.ahead < 0 || r.ahead < a.ahead) {
 			a.ahead = r.ahead
 		}
+		a.left = max(a.left, r.left)
 		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: r.left, key: r.heldKey, ahead: r.ahead})
 		a.each(func(t *acquireTally) { t.refused(i) })
 	default:

@@ -38,7 +38,7 @@ var reservedPrefixes = []string{FencePrefix, SlotCounterPrefix, HighestTokenPref
 // elections and read/write locks: lock keys given by callers may not start with them either
 // (a caller's lock on an election's record would be overwritten by its leader), nor may those
 // names, but the derived keys themselves are lock keys (newDerivedLockKeys) that Status reads.
-var derivedPrefixes = []string{SemaphorePrefix, ElectionPrefix, LeaderPrefix, RWPrefix, ReadersPrefix, IntentPrefix}
+var derivedPrefixes = []string{SemaphorePrefix, ElectionPrefix, LeaderPrefix, RWPrefix, ReadersPrefix, IntentPrefix, PhasePrefix}
 
 // namePrefixes are the prefixes no name of a semaphore, election or read/write lock may
 // start with.

@@ -26,6 +26,7 @@ type Lock struct {
 	granted time.Time     // when the acquire returned, for the observer's hold time
 	one     [1]Token      // tokens of a single-key lock, without an allocation of their own
 	reader  *rwKeys       // a read/write lock's reader (rwlock.go): its place is in reader.readers; nil otherwise
+	writer  *rwKeys       // a read/write lock's writer (rwlock.go): its release may open a read phase; nil otherwise
 
 	mu sync.Mutex
 	// last holds, per node, the last call that may have set our keys there: the acquire,
@@ -264,8 +265,12 @@ func (l *Lock) release(ctx context.Context, byClose bool) error {
 		// when the nodes put it first in the key's queue: otherwise they told the head's
 		// process, and ours waits its turn.
 		queued := l.c.queued(l.set)
-		for _, k := range l.set.keys {
-			l.c.wake.ownRelease(k, l.id, queued)
+		if l.reader != nil { // announced on the readers' channel, to writers
+			l.c.wake.ownRelease(l.reader.readers, l.id, false)
+		} else {
+			for _, k := range l.set.keys {
+				l.c.wake.ownRelease(k, l.id, queued)
+			}
 		}
 	}
 	return err
@@ -296,17 +301,24 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 	l.mu.Unlock()
 	ra := releaseArgs{announce: !l.c.cfg.noWakeups, turn: !l.c.cfg.noWakeups}
 	if r := l.reader; r != nil {
-		// A reader's place; the writer key's channel tells waiting writers.
+		// A reader's place; the readers' channel tells waiting writers (not readers).
+		channel := ""
+		if ra.announce {
+			channel = wakeChannel(r.readers)
+		}
+		o.after, o.cmd, o.release = after, newScriptCall(readReleaseScript, []string{r.readers}, l.id, channel), true
+		return l.c.finishRelease(ctx, waitCtx, o)
+	}
+	if r := l.writer; r != nil {
+		// The writer key, released as a lock's (not queued on the nodes: writers wait with
+		// the gate), opening a read phase where readers wait (lua/rw_release.lua).
 		channel := ""
 		if ra.announce {
 			channel = wakeChannel(l.key)
 		}
-		o.after, o.cmd, o.release = after, newScriptCall(readReleaseScript, []string{r.readers}, l.id, channel), true
-		err := l.c.runQuorumOp(waitCtx, o, nil)
-		if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-			err = fmt.Errorf("%w: %w", err, ctx.Err())
-		}
-		return err
+		o.after, o.cmd, o.release = after, newScriptCall(rwReleaseScript, []string{l.key, r.phase}, l.id, channel,
+			readPhase(l.c.cfg.retryDelay).Milliseconds()), true
+		return l.c.finishRelease(ctx, waitCtx, o)
 	}
 	if l.c.queued(l.set) {
 		// The nodes' queue for the key: our next waiter takes our place there, or the place
@@ -318,7 +330,12 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		ra.member = l.c.id // each key's queue: its head is told
 	}
 	o.after, o.cmd, o.release = after, newReleaseCommand(l.set, l.id, ra), true
-	err := l.c.runQuorumOp(waitCtx, o, nil)
+	return l.c.finishRelease(ctx, waitCtx, o)
+}
+
+// finishRelease runs release o on waitCtx and returns its error, with ctx's when ctx ended.
+func (c *Client) finishRelease(ctx, waitCtx context.Context, o *quorumOp) error {
+	err := c.runQuorumOp(waitCtx, o, nil)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w: %w", err, ctx.Err())
 	}

@@ -23,6 +23,12 @@ const (
 	IntentPrefix  = "redlock:intent:"
 )
 
+// PhasePrefix starts the name of a read/write lock's reader phase key, in the lock name's
+// cluster hash slot: "w" while readers refused because of a writer wait, then "r" for a short
+// read phase after that writer's release, in which waiting readers go before the next writer
+// (docs/design.md §3.13).
+const PhasePrefix = "redlock:phase:"
+
 // RWLock is a read/write lock: readers share it, a writer excludes readers and other writers.
 // The writer holds the writer key ([RWLock.Key]) as a lock, with a fencing token that
 // increases from writer to writer; each reader holds a place of its own, with its own TTL,
@@ -31,7 +37,9 @@ const (
 // quorum of each intersects, so under the lock's assumptions no reader with validity left
 // overlaps a writer with validity left. A writer refused because readers hold marks that it
 // waits (the writer intent, a few retry delays long, renewed at each attempt), and new
-// readers are refused meanwhile: a stream of readers cannot starve a writer.
+// readers are refused meanwhile: a stream of readers cannot starve a writer. A writer's release
+// lets the readers refused meanwhile in first (a read phase of a tenth of the retry delay, at
+// least 2 ms), so writers that follow each other cannot starve readers either.
 //
 // A reader's *Lock has token 0 (readers do not write: the fenced stores refuse token 0);
 // Key is the writer key for both. Make one with [Client.RWLock]; it is safe for concurrent
@@ -45,13 +53,28 @@ type RWLock struct {
 	seq  atomic.Uint64 // names each reader's queue of waiters in this Client apart
 }
 
-type rwKeys struct{ writer, readers, intent string }
+type rwKeys struct{ writer, readers, intent, phase string }
 
 // writerArgs are the writer gate's arguments (lua/rw_gate.lua).
 type writerArgs struct {
 	keys         rwKeys
 	intentMillis int64
 	client       string // the Client's id: the intent's value
+}
+
+// rwIntentTTL is how long a writer's intent, and the mark that readers wait, last without
+// being renewed: 4 retry delays, at least 100 ms (docs/design.md §3.13).
+func rwIntentTTL(retryDelay time.Duration) time.Duration {
+	return max(4*retryDelay, 100*time.Millisecond)
+}
+
+// readPhase is how long the read phase after a writer's release lasts: a tenth of the retry
+// delay, at least 2 ms. Long enough for the readers woken by the release to reach the nodes
+// on a LAN (a wake-up and a round trip: 1–3 ms measured on loopback, TestRealRWLockLoad), short
+// enough that the next writer waits little more than one reader hold; a reader that misses it
+// waits for the next one.
+func readPhase(retryDelay time.Duration) time.Duration {
+	return max(retryDelay/10, 2*time.Millisecond)
 }
 
 // RWLock returns the read/write lock named name. It sends nothing; a bad name (the rules of a
@@ -68,7 +91,7 @@ func (rw *RWLock) build() error {
 	for _, k := range []struct {
 		dst    *string
 		prefix string
-	}{{&rw.keys.writer, RWPrefix}, {&rw.keys.readers, ReadersPrefix}, {&rw.keys.intent, IntentPrefix}} {
+	}{{&rw.keys.writer, RWPrefix}, {&rw.keys.readers, ReadersPrefix}, {&rw.keys.intent, IntentPrefix}, {&rw.keys.phase, PhasePrefix}} {
 		if *k.dst, err = slotKey(k.prefix, rw.name, true, namePrefixes...); err != nil {
 			return fmt.Errorf("read/write lock %q: %w", quoteKey(rw.name), err)
 		}
@@ -126,7 +149,8 @@ func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration) (*Lock, e
 		return nil, err
 	}
 	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
-		l, r, n, err := rw.retrying(ctx, ttl, "\x00rw-writer\x00"+rw.keys.writer, rw.writeAttempt)
+		on := lockKeys{keys: []string{rw.keys.writer, rw.keys.readers}}
+		l, r, n, err := rw.retrying(ctx, ttl, "\x00rw-writer\x00"+rw.keys.writer, on, false, rw.writeAttempt)
 		return l, acquireEnd(l, r, n, err), err
 	})
 }
@@ -157,7 +181,7 @@ func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration) (*Lock, er
 	}
 	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
 		key := "\x00rw-reader\x00" + strconv.FormatUint(rw.seq.Add(1), 10) + "\x00" + rw.keys.writer
-		l, r, n, err := rw.retrying(ctx, ttl, key, rw.readAttempt)
+		l, r, n, err := rw.retrying(ctx, ttl, key, rw.set, true, rw.readAttempt)
 		return l, acquireEnd(l, r, n, err), err
 	})
 }
@@ -197,15 +221,17 @@ func (rw *RWLock) op(kind OpKind, ttl time.Duration) Op {
 type rwAttempt func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error)
 
 // retrying is the lock's retry loop with attempt, waiting in this Client's queue named key
-// for releases of the writer key.
-func (rw *RWLock) retrying(ctx context.Context, ttl time.Duration, key string, attempt rwAttempt) (*Lock, attemptResult, int, error) {
-	return rw.c.retryTurn(ctx, ttl, &turn{c: rw.c, set: rw.set, key: key, attempt: attempt, eager: true})
+// for the releases announced on the channels of on's keys: a writer's release (the writer
+// key's channel) for readers; a writer's or a reader's (the readers' channel) for writers.
+// Readers are not woken by each other's releases, which cannot let them in.
+func (rw *RWLock) retrying(ctx context.Context, ttl time.Duration, key string, on lockKeys, reader bool, attempt rwAttempt) (*Lock, attemptResult, int, error) {
+	return rw.c.retryTurn(ctx, ttl, &turn{c: rw.c, set: on, key: key, attempt: attempt, eager: true, shares: reader})
 }
 
 // writeAttempt is one writer attempt: the lock's attempt on the writer key, behind the
 // writer gate.
 func (rw *RWLock) writeAttempt(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
-	w := &writerArgs{keys: rw.keys, intentMillis: max(4*rw.c.cfg.retryDelay, 100*time.Millisecond).Milliseconds(), client: rw.c.id}
+	w := &writerArgs{keys: rw.keys, intentMillis: rwIntentTTL(rw.c.cfg.retryDelay).Milliseconds(), client: rw.c.id}
 	a := rw.c.newAttempt(ctx, rw.set, newHolderID(), ttl, nil, w)
 	a.send()
 	return a.run(ctx)
@@ -224,7 +250,8 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, at
 	id, n := newHolderID(), len(c.nodes)
 	start := c.cfg.clock.Now()
 	validityEnd := start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
-	cmd := newScriptCall(readAcquireScript, []string{rw.keys.writer, rw.keys.readers, rw.keys.intent}, id, c.keyTTLMillis(ttl))
+	cmd := newScriptCall(readAcquireScript, []string{rw.keys.writer, rw.keys.readers, rw.keys.intent, rw.keys.phase},
+		id, c.keyTTLMillis(ttl), rwIntentTTL(c.cfg.retryDelay).Milliseconds())
 	cmd.patience = patienceFor(ttl)
 	events := make(chan transport.Event, 2*n)
 	calls := make([]*transport.Call, n)
@@ -233,6 +260,7 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, at
 		c.sendTo(i, calls[i])
 	}
 	granted, refused, failed := 0, 0, 0
+	var left int64 // the most milliseconds left that a refusing node reported
 	answered, nodeErrs := make([]bool, n), make([]error, n)
 	timer := time.NewTimer(time.Until(validityEnd))
 	defer timer.Stop()
@@ -252,6 +280,7 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, at
 				granted++
 			default:
 				refused++
+				left = max(left, -ev.Val)
 				nodeErrs[ev.Node] = c.nodeErr(ev.Node, errWriterHolds)
 			}
 		case <-timer.C:
@@ -284,7 +313,7 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, at
 	}
 	qe := &QuorumError{Op: "acquire", Key: rw.keys.writer, Quorum: c.quorum, Agreed: granted, Total: n, Cause: cause,
 		Nodes: collectNodeErrors(nodeErrs), sentinel: ErrNotAcquired}
-	r := attemptResult{kind: attemptOverloaded, refused: refused > 0, expired: cause == errValidityExpired, detail: qe}
+	r := attemptResult{kind: attemptOverloaded, refused: refused > 0, expired: cause == errValidityExpired, left: left, detail: qe}
 	if refused > 0 {
 		r.kind = attemptContended
 	}

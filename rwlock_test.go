@@ -44,9 +44,11 @@ func TestRWLockRejectsBadInput(t *testing.T) {
 
 // TestRWLockSemantics: readers share; a writer is refused while readers hold and then keeps
 // new readers out; once the readers leave it gets the lock, readers are refused while it
-// holds, and writer tokens increase; a reader's token is 0 and it is never joined.
+// holds, and writer tokens increase; its release, readers having waited, opens a read phase in
+// which readers come in and writers wait whatever the intent; a reader's token is 0 and it is
+// never joined.
 func TestRWLockSemantics(t *testing.T) {
-	_, clients := miniNodes(t, 3)
+	servers, clients := miniNodes(t, 3)
 	c := newTestClient(t, clients)
 	other := newTestClient(t, clients)
 	ctx := ctxT(t, 10*time.Second)
@@ -103,6 +105,26 @@ func TestRWLockSemantics(t *testing.T) {
 	if r3 == nil {
 		return
 	}
+	// The read phase (readers were refused while w1 held): a writer is refused and marks its
+	// intent, and a reader comes in all the same.
+	if _, err := rw2.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("writer in the read phase: %v, want ErrNotAcquired", err)
+	}
+	r4, err := rw.TryAcquireRead(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal("a reader in the read phase, beside a writer's intent:", err)
+	}
+	// After the phase (miniredis expires keys on FastForward only) the intent holds new
+	// readers back again.
+	for _, s := range servers {
+		s.FastForward(readPhase(DefaultRetryDelay) + time.Millisecond)
+	}
+	if _, err := rw.TryAcquireRead(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("a reader after the read phase, a writer waiting: %v, want ErrNotAcquired", err)
+	}
+	if err := r4.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// A reader's context joins nothing: a write acquire under it is a new acquire (refused
 	// here, the reader holds).
 	if _, err := rw.TryAcquireWrite(r3.Context(ctx), 10*time.Second); !errors.Is(err, ErrNotAcquired) {
@@ -144,5 +166,29 @@ func TestRWLockDo(t *testing.T) {
 	})
 	if err != nil || tok == 0 {
 		t.Fatalf("DoWrite: %v, token %d", err, tok)
+	}
+}
+
+// TestEagerPauseFollowsRefusal: an eager turn (semaphore, read/write lock) refused by nodes
+// whose refusals end in a few milliseconds (a read phase, a key about to expire) retries
+// then, not after the retry delay; other turns, and refusals that last, keep the delay.
+func TestEagerPauseFollowsRefusal(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients, WithRetryDelay(time.Second))
+	for _, tc := range []struct {
+		eager    bool
+		left     int64
+		min, max time.Duration
+	}{
+		{true, 3, 0, 4 * time.Millisecond},
+		{true, 10_000, 500 * time.Millisecond, 1500 * time.Millisecond},
+		{true, 0, 500 * time.Millisecond, 1500 * time.Millisecond},
+		{false, 3, 500 * time.Millisecond, 1500 * time.Millisecond},
+	} {
+		tr := &turn{c: c, eager: tc.eager}
+		p := tr.pause(attemptResult{kind: attemptContended, left: tc.left})
+		if p < tc.min || p > tc.max {
+			t.Errorf("eager %v, %d ms left: pause %v, want %v to %v", tc.eager, tc.left, p, tc.min, tc.max)
+		}
 	}
 }

@@ -60,7 +60,7 @@ type acquireArgs struct {
 func newAcquireCommand(set lockKeys, a acquireArgs) *command {
 	slot := argFlag(a.layout == SlotCounters)
 	if w := a.writer; w != nil {
-		keys := append(set.triples(a.layout), w.keys.readers, w.keys.intent)
+		keys := append(set.triples(a.layout), w.keys.readers, w.keys.intent, w.keys.phase)
 		return newScriptCall(acquireWriteScript, keys, a.id, a.px, a.seed, a.idleMillis, slot, w.intentMillis, w.client)
 	}
 	if q := a.queue; q != nil {
@@ -267,14 +267,18 @@ func newLeaderCommand(key, record string) *command {
 }
 
 // The read/write lock's scripts (rwlock.go): a writer's acquire is acquire.lua behind
-// rw_gate.lua (KEYS the writer key, its counters, the readers and the intent; ARGV acquire.lua's
-// five and the intent's TTL); a reader's acquire, extend and release are read_*.lua.
+// rw_gate.lua (KEYS the writer key, its counters, the readers, the intent and the reader phase;
+// ARGV acquire.lua's five, the intent's TTL and the Client's id); a writer's release is
+// rw_release.lua; a reader's acquire, extend and release are read_*.lua.
 var (
 	//go:embed lua/rw_gate.lua
 	rwGateSrc string
 	//go:embed lua/rw_gate_end.lua
 	rwGateEndSrc       string
 	acquireWriteScript = newLua("acquire_write", countersSrc+rwGateSrc+acquireSrc+rwGateEndSrc)
+	//go:embed lua/rw_release.lua
+	rwReleaseSrc    string
+	rwReleaseScript = newLua("rw_release", rwReleaseSrc)
 	//go:embed lua/read_acquire.lua
 	readAcquireSrc    string
 	readAcquireScript = newLua("read_acquire", readAcquireSrc)

@@ -29,6 +29,9 @@ type turn struct {
 	// something several may hold (a semaphore's permits, a read/write lock), where the
 	// waiter before it winning does not mean the next must fail.
 	eager bool
+	// shares: the waiter shares what it waits for with the others woken with it (a reader),
+	// so its woken attempt is not delayed by seniority (giveWay).
+	shares bool
 }
 
 // newTurn makes the turn of an Acquire of set, with its ticket when it queues on the nodes.
@@ -86,7 +89,7 @@ func (t *turn) woken() bool { return t.w != nil && t.w.woken && t.qa == nil }
 // the waiters that have lost most releases reach the nodes first. It returns ctx.Err() when
 // ctx ended.
 func (t *turn) giveWay(ctx context.Context) error {
-	if !t.c.crowded(t.set) {
+	if t.shares || !t.c.crowded(t.set) {
 		return nil
 	}
 	return t.c.giveWay(ctx, seniorityDelay(t.c.cfg.retryDelay, t.losses))
@@ -127,7 +130,9 @@ func (t *turn) tried(woken bool, r attemptResult) {
 // pause is how long to wait after a failed attempt before the next one: the retry delay,
 // jittered, while the key is contended, or for a queued waiter with others ahead of it the
 // longer pause of queuePause; doubled for each consecutive attempt that failed without any
-// node refusing (overload).
+// node refusing (overload). An eager turn waits no longer than the refusals last (the most
+// milliseconds left that a refusing node reported, plus one): a permit or a writer key about
+// to expire, a read phase about to end, with no release to announce it.
 func (t *turn) pause(r attemptResult) time.Duration {
 	d := t.c.cfg.retryDelay
 	if r.kind == attemptOverloaded {
@@ -138,7 +143,11 @@ func (t *turn) pause(r attemptResult) time.Duration {
 	if r.ahead > 0 {
 		return jitter(queuePause(d, r.ahead))
 	}
-	return jitter(d)
+	p := jitter(d)
+	if t.eager && r.left > 0 {
+		p = min(p, time.Duration(r.left+1)*time.Millisecond)
+	}
+	return p
 }
 
 // wait blocks until the next attempt is due (waitTurn): after pause, or at once when a

@@ -13,8 +13,12 @@ import (
 // adds: no reader with validity left while a writer has validity left, and no two writers.
 //
 // Each script runs atomically on its node: a reader is granted where no writer holds and no
-// writer waits (the intent); a writer where no writer and no reader holds, and where readers
-// hold it marks the intent (which may expire at any moment, as its TTL does). Requests and
+// writer waits (the intent) or a read phase is open, and a refused one marks that readers
+// wait; a writer where no writer and no reader holds and no read phase is open, and where
+// readers hold or the phase is open it marks the intent; a writer's release (or undo: the
+// phase may end at once, which covers the undo that opens none) turns the readers' mark into
+// a read phase. The intent, the mark and the phase may expire at any moment, as their TTLs
+// do. Requests and
 // replies are delivered in any order; a client that got a quorum of grants holds; one whose
 // quorum became impossible undoes on every node. A holder's validity may end at any moment;
 // its entries may expire on a node only after that (design.md §5.5's assumptions), and its
@@ -55,7 +59,14 @@ type rwNode struct {
 	writer  int8 // the writer holding here, -1 for none
 	readers uint16
 	intent  bool
+	phase   uint8 // rwNoPhase, rwReadersWait or rwReadPhase (lua/read_acquire.lua)
 }
+
+const (
+	rwNoPhase uint8 = iota
+	rwReadersWait
+	rwReadPhase
+)
 
 type rwClient struct {
 	phase            uint8
@@ -172,6 +183,11 @@ func rwSuccessors(cfg RWConfig, s *rwState) []rwStep {
 			t.nodes[i].intent = false
 			add(fmt.Sprintf("n%d: the intent expires", i), t)
 		}
+		if s.nodes[i].phase != rwNoPhase {
+			t := s.clone()
+			t.nodes[i].phase = rwNoPhase
+			add(fmt.Sprintf("n%d: the readers' mark or read phase expires", i), t)
+		}
 	}
 	for j, m := range s.msgs {
 		t := s.clone()
@@ -204,14 +220,18 @@ func rwDeliver(cfg RWConfig, s *rwState, m rwMsg) string {
 		ok := false
 		if writerIdx(cfg, c) {
 			switch {
+			case nd.phase == rwReadPhase:
+				nd.intent = true
 			case nd.writer < 0 && nd.readers == 0:
 				nd.writer, nd.intent, ok = int8(c), false, true
 			case nd.writer < 0:
 				nd.intent = true
 			}
-		} else if cfg.IgnoreWriter || (nd.writer < 0 && !nd.intent) {
+		} else if cfg.IgnoreWriter || (nd.writer < 0 && (!nd.intent || nd.phase == rwReadPhase)) {
 			nd.readers |= 1 << c
 			ok = true
+		} else if nd.phase != rwReadPhase {
+			nd.phase = rwReadersWait
 		}
 		kind := rwRefuse
 		if ok {
@@ -220,6 +240,9 @@ func rwDeliver(cfg RWConfig, s *rwState, m rwMsg) string {
 		s.msgs = append(s.msgs, rwMsg{kind, m.client, m.node})
 		return fmt.Sprintf("n%d: %s's acquire -> %v", i, name, map[bool]string{true: "granted", false: "refused"}[ok])
 	case rwRelease:
+		if writerIdx(cfg, c) && nd.writer == int8(c) && nd.phase == rwReadersWait {
+			nd.phase = rwReadPhase // lua/rw_release.lua
+		}
 		drop(s, c, i)
 		return fmt.Sprintf("n%d: %s's release", i, name)
 	}
