@@ -9,10 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/embedded"
 	"github.com/quorumlock/redlock/internal/faultproxy"
-	"github.com/redis/go-redis/v9"
 )
 
 // slowNodes starts n embedded nodes, each behind a fault proxy that delays every chunk by
@@ -36,24 +34,6 @@ func slowNodes(t *testing.T, n int, delay time.Duration) (nodes string, direct [
 		urls = append(urls, "redis://"+p.Addr())
 	}
 	return strings.Join(urls, ","), en.Addrs()
-}
-
-// directClient is a library Client on addrs, closed with its go-redis clients when the test
-// ends.
-func directClient(t *testing.T, addrs []string) *redlock.Client {
-	t.Helper()
-	var clients []redis.UniversalClient
-	for _, a := range addrs {
-		rc := redis.NewClient(&redis.Options{Addr: a})
-		t.Cleanup(func() { _ = rc.Close() })
-		clients = append(clients, rc)
-	}
-	c, err := redlock.New(clients)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
 }
 
 // TestExecWaitCountsFromFirstAttempt: --wait counts neither the preflight nor the first
