@@ -401,6 +401,11 @@ func TestRealACLUser(t *testing.T) {
 	if st, err := c.Status(ctx, "acl:k"); err != nil || !st.HeldByQuorum() {
 		t.Fatalf("status as the ACL user: %+v, %v", st, err)
 	}
+	// Without the read/write lock's commands (ZRANGE), its status still reads the writer and
+	// the intent, and says the readers are unknown.
+	if st, err := c.RWLock("acl:rw").Status(ctx); err != nil || st.ReadersAnswered != 0 || st.Nodes[0].Err != nil || st.Nodes[0].Readers != -1 {
+		t.Fatalf("read/write lock status as the ACL user: %+v, %v; want readers -1 on every node and no error", st, err)
+	}
 	f := NewRedisFence(clients[0])
 	if err := f.Set(ctx, "acl:data", "v", l.Token()); err != nil {
 		t.Fatalf("fenced set: %v", err)

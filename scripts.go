@@ -290,6 +290,23 @@ var (
 	readReleaseScript = newLua("read_release", readReleaseSrc)
 )
 
+// rw_status.lua: the read/write lock's read (rwstatus.go), with status.lua's body in front
+// of it as status_body(), so that the writer key is read as status reads a lock key, in the
+// same atomic script as the readers and the intent. KEYS status.lua's four, the readers and
+// the intent; ARGV the most readers to list. An array reply.
+var (
+	//go:embed lua/rw_status.lua
+	rwStatusSrc    string
+	rwStatusScript = newLua("rw_status", "local function status_body()\n"+statusSrc+"end\n"+rwStatusSrc)
+)
+
+func newRWStatusCommand(set lockKeys, k rwKeys, l CounterLayout, most int) *command {
+	keys := append(set.triples(l), newQueueKeys(set.keys[0]).queue, k.readers, k.intent)
+	cmd := newScriptCall(rwStatusScript, keys, most)
+	cmd.kind = transport.ReplySlice
+	return cmd
+}
+
 func argFlag(b bool) string {
 	if b {
 		return "1"

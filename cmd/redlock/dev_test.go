@@ -137,6 +137,12 @@ func TestStatusCommandLine(t *testing.T) {
 		{nil, []string{"status", "--nodes", "redis://" + closed, "redlock:fence:x"}, exitUsage, "status: bad KEY: invalid argument: key"},
 		{map[string]string{nodesEnv: "nope://x"}, []string{"status", "k"}, exitFail, "REDLOCK_NODES: bad node URL"},
 		{nil, []string{"status", "k", "--json", "--nodes", "redis://" + closed, "--node-timeout", "0s"}, exitUsage, "--node-timeout 0s must be positive"},
+		{nil, []string{"status", "--election", "--rwlock", "--nodes", "redis://" + closed, "k"}, exitUsage, "--election, --rwlock and --permits are mutually exclusive"},
+		{nil, []string{"status", "--permits", "2", "--rwlock", "--nodes", "redis://" + closed, "k"}, exitUsage, "--election, --rwlock and --permits are mutually exclusive"},
+		{nil, []string{"status", "k", "--election", "--permits", "3", "--nodes", "redis://" + closed}, exitUsage, "--election, --rwlock and --permits are mutually exclusive"},
+		{nil, []string{"status", "--election", "--nodes", "redis://" + closed, "redlock:fence:x"}, exitUsage, "status: bad election: election"},
+		{nil, []string{"status", "--rwlock", "--nodes", "redis://" + closed, ""}, exitUsage, "status: bad read/write lock: read/write lock"},
+		{nil, []string{"status", "--election=maybe", "--nodes", "redis://" + closed, "k"}, exitUsage, "invalid boolean value"},
 	} {
 		code, out, errOut := cli(t, tc.vars, tc.args...)
 		requireOneLineError(t, code, errOut, tc.code, tc.want)

@@ -127,7 +127,15 @@ var errNotStarted = errors.New("lock granted too late: the command was not start
 // lost.
 func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	cfg := x.cfg
-	opts := x.clientOptions()
+	// The signals are ours from here on. Until the command starts they abort the acquire;
+	// afterwards they go to the command. main's context is not used: it ends on SIGINT and
+	// SIGTERM, which must not cancel a running command's lock.
+	acqCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer abort(nil)
+	r := startRouter(abort, cfg.wait)
+	defer r.stop()
+
+	opts := append(x.clientOptions(), redlock.WithObserver(attemptObserver{r: r})) // --wait's end needs the attempts
 	clients := dialNodes(urls)
 	c, err := redlock.New(clients, opts...)
 	if err != nil {
@@ -139,14 +147,6 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	x.open = append(x.open, c)
 	defer func() { shutdown(clients, cfg.nodeTimeout, x.open...) }()
 
-	// The signals are ours from here on. Until the command starts they abort the acquire;
-	// afterwards they go to the command. main's context is not used: it ends on SIGINT and
-	// SIGTERM, which must not cancel a running command's lock.
-	acqCtx, abort := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer abort(nil)
-	r := startRouter(abort, cfg.wait)
-	defer r.stop()
-
 	if cfg.keys[0] == "" { // checked again by the library; here so that it is not a PING error
 		return usageErrorf("exec: KEY is empty")
 	}
@@ -157,6 +157,7 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 		return err
 	}
 	x.notef("acquiring %s on %d nodes (quorum %d), ttl %v, wait %v", cfg.lockName(), len(urls), c.Quorum(), cfg.ttl, cfg.wait)
+	r.startWait() // --wait counts from here, not the preflight
 	res, err := x.hold(acqCtx, c, r)
 	return x.outcome(acqCtx, clients, res, err)
 }

@@ -136,7 +136,7 @@ func registerExecFlags(fs *flag.FlagSet, cfg *execConfig) *[]string {
 	fs.StringVar(&cfg.nodesFlag, "nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
 	cfg.ttl = execDefaultTTL
 	fs.Var((*durationFlag)(&cfg.ttl), "ttl", "lock TTL (a `DURATION`, at least 500ms); renewed every ttl/3 while CMD runs")
-	fs.Var((*durationFlag)(&cfg.wait), "wait", "how long (a `DURATION`) to keep trying while the lock is held elsewhere; 0: fail at once (default 0s)")
+	fs.Var((*durationFlag)(&cfg.wait), "wait", "how long (a `DURATION`) to keep trying while the lock is held elsewhere, counted once the nodes answered PING;\nthe first attempt always completes, so a free lock is taken with any wait; 0: one attempt, then fail at once (default 0s)")
 	fs.Var((*durationFlag)(&cfg.grace), "grace", "time (a `DURATION`) between SIGTERM and SIGKILL when the lock is lost; grace + max(250ms, ttl/10) ≤ ttl/2\n(default 5s, less when --ttl is below 12.5s: ttl/2 − max(250ms, ttl/10))")
 	fs.IntVar(&cfg.conflictCode, "conflict-exit-code", defaultConflictExitCode, "exit status when the lock is not acquired")
 	fs.IntVar(&cfg.lostCode, "lost-exit-code", defaultLostExitCode, "exit status when the lock is lost while CMD runs")

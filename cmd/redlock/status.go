@@ -31,12 +31,26 @@ Client.Semaphore): one row per permit key (its state, holder, TTL and next token
 many permits are held; --json prints one document whose "permit" array holds one lock
 document per permit.
 
+With --election, KEY is the name of an election (the library's Client.Election): its key
+is shown as a lock key is (the holder is the leader's holder id, the tokens are terms), and
+then its leader as Election.Leader reports it (term, value and holder), or "none".
+
+With --rwlock, KEY is the name of a read/write lock (the library's Client.RWLock): its
+writer key is shown as a lock key is, then per node the readers whose place has not expired
+on that node's clock (their number and ids) and the writer intent (the client id of a writer
+waiting for the readers to leave, and its TTL). The summary says whether the lock is held
+for writing (a writer holds a quorum), for reading (a reader counts when its unexpired place
+is on a quorum of nodes), free, or unknown.
+
+--permits, --election and --rwlock are mutually exclusive.
+
 The nodes come from --nodes, else $REDLOCK_NODES. Without --json the output is a table;
 with --json it is one JSON document (see docs/cli.md for its fields).
 
 Exit status: 0 when a quorum of nodes answered, whether the lock is held or free; 1 when
 fewer did (the table or JSON is still printed, and one line on stderr says so); 2 for a
-bad command line.`
+bad command line. --election reads the key and the leader separately, and exits 1 when
+fewer than a quorum answered either.`
 
 // statusNodeTimeout is status's default --node-timeout: a diagnostic had better wait for a
 // slow node than report it as down, and a node that hangs costs only this once.
@@ -55,6 +69,8 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	nodeTimeout := fs.Duration("node-timeout", statusNodeTimeout, "how long to wait for each node")
 	amnesia := fs.Int("amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
 	permits := fs.Int("permits", 0, "read KEY as the name of a semaphore of `N` permits (the library's Client.Semaphore), one row per permit; 0 for a lock key")
+	election := fs.Bool("election", false, "read KEY as the name of an election (the library's Client.Election): its key as a lock's, and its leader")
+	rwlock := fs.Bool("rwlock", false, "read KEY as the name of a read/write lock (the library's Client.RWLock): its writer key as a lock's, its readers and writer intent")
 	var layout layoutFlag
 	fs.Var(&layout, "counter-layout", layoutUsage(", those of the clients whose next token is shown"))
 	var tlsf tlsFlags
@@ -73,14 +89,22 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	if *permits < 0 || *permits > redlock.MaxPermits {
 		return usageErrorf("status: --permits %d: want 1 to %d for a semaphore, or 0 for a lock key", *permits, redlock.MaxPermits)
 	}
+	if kinds := btoi(*permits > 0) + btoi(*election) + btoi(*rwlock); kinds > 1 {
+		return usageErrorf("status: --election, --rwlock and --permits are mutually exclusive: KEY names one thing (run 'redlock status -h' for help)")
+	}
 	r, err := openReader(e, "status", readerOptions{nodes: *nodesFlag, tls: &tlsf, nodeTimeout: *nodeTimeout, amnesia: *amnesia, layout: redlock.CounterLayout(layout)})
 	if err != nil {
 		return err
 	}
 	defer r.close()
 	c := r.c
-	if *permits > 0 {
+	switch {
+	case *permits > 0:
 		return semaphoreStatus(ctx, e, c, key, *permits, *asJSON)
+	case *election:
+		return electionStatus(ctx, e, c, key, *asJSON)
+	case *rwlock:
+		return rwLockStatus(ctx, e, c, key, *asJSON)
 	}
 
 	st, err := c.Status(ctx, key)
@@ -97,17 +121,32 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	} else {
 		writeStatusTable(e.stdout, st)
 	}
-	if n := answered(st); n < st.Quorum {
-		first := ""
-		for _, ns := range st.Nodes {
-			if ns.Err != nil {
-				first = "; first failure: " + tlsHint(bare(ns.Err))
-				break
-			}
-		}
-		return fmt.Errorf("status: only %d of %d nodes answered, quorum is %d: the state of %q is unknown%s", n, len(st.Nodes), st.Quorum, key, first)
+	return tooFewAnswered(st, strconv.Quote(key))
+}
+
+// tooFewAnswered is status's error for a read that fewer than a quorum of nodes answered,
+// naming what, its state unknown, and the first node's failure; nil when a quorum answered.
+func tooFewAnswered(st *redlock.Status, what string) error {
+	n := answered(st)
+	if n >= st.Quorum {
+		return nil
 	}
-	return nil
+	first := ""
+	for _, ns := range st.Nodes {
+		if ns.Err != nil {
+			first = "; first failure: " + tlsHint(bare(ns.Err))
+			break
+		}
+	}
+	return fmt.Errorf("status: only %d of %d nodes answered, quorum is %d: the state of %s is unknown%s", n, len(st.Nodes), st.Quorum, what, first)
+}
+
+// btoi is 1 for true, 0 for false.
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // answered returns how many nodes answered a status read.
@@ -222,6 +261,23 @@ func describeHolder(st *redlock.Status) string {
 // writeStatusTable prints the per-node table and the summary.
 func writeStatusTable(w io.Writer, st *redlock.Status) {
 	fmt.Fprintf(w, "lock %q on %d nodes, quorum %d\n\n", st.Key, len(st.Nodes), st.Quorum)
+	writeStatusBody(w, st)
+}
+
+// writeStatusBody is writeStatusTable after its title line: the per-node table, the summary
+// and the next token.
+func writeStatusBody(w io.Writer, st *redlock.Status) {
+	writeStatusRows(w, st)
+	if st.HeldByQuorum() && answered(st) >= st.Quorum {
+		fmt.Fprintf(w, "\n%s\n", describeHolder(st))
+	} else {
+		fmt.Fprintf(w, "\n%s: %s\n", stateWord(st), describeHolder(st))
+	}
+	writeNextToken(w, st)
+}
+
+// writeStatusRows prints the per-node table of a lock key's status.
+func writeStatusRows(w io.Writer, st *redlock.Status) {
 	tw := newTable(w)
 	fmt.Fprintf(tw, "node\taddress\tanswered\tholder\tttl\tslot counter\tkey counter\twaiters\terror\n")
 	for _, ns := range st.Nodes {
@@ -240,11 +296,10 @@ func writeStatusTable(w io.Writer, st *redlock.Status) {
 		fmt.Fprintf(tw, "%d\t%s\tyes\t%s\t%s\t%s\t%s\t%s\t\n", ns.Node, addr, shortID(ns.Holder), ttl, counterCell(ns.SlotCounter), counterCell(ns.KeyCounter), waitersCell(ns.Waiters))
 	}
 	_ = tw.Flush()
-	if st.HeldByQuorum() && answered(st) >= st.Quorum {
-		fmt.Fprintf(w, "\n%s\n", describeHolder(st))
-	} else {
-		fmt.Fprintf(w, "\n%s: %s\n", stateWord(st), describeHolder(st))
-	}
+}
+
+// writeNextToken prints the next-token line of a lock key's status.
+func writeNextToken(w io.Writer, st *redlock.Status) {
 	if st.NextTokenAtLeast != 0 {
 		fmt.Fprintf(w, "next token: at least %v\n", st.NextTokenAtLeast)
 	} else {
