@@ -37,6 +37,11 @@ type RWNodeStatus struct {
 	// IntentTTL has passed; "" and 0 when there is none.
 	Intent    string
 	IntentTTL time.Duration
+	// Phase is the reader phase (docs/design.md §3.13): "w" while readers refused because of
+	// a writer wait, "r" during the read phase after that writer's release (readers come in
+	// despite an intent, writers are refused), "" when neither; PhaseTTL is what it has left.
+	Phase    string
+	PhaseTTL time.Duration
 }
 
 // RWStatus is a snapshot of a read/write lock across the nodes, for operators and tools. It
@@ -70,7 +75,8 @@ func (s *RWStatus) HeldForReading() bool { return len(s.Readers) > 0 }
 // Status reads the read/write lock on every node in parallel, atomically per node, changing
 // nothing: the writer key as [Client.Status] reads a lock key (holder, remaining TTL, fence
 // counters, waiter queue), the readers whose place has not expired on the node's clock
-// (expired places are left out of the reply, not removed) and the writer intent. It waits
+// (expired places are left out of the reply, not removed), the writer intent and the reader
+// phase. It waits
 // for every node's answer, each bounded by the node timeout from the moment it is written; a
 // node that fails or does not answer in time has its Err set in Writer.Nodes and in Nodes
 // (and its Readers at -1). A node whose user may not run ZRANGE (an ACL user without the
@@ -111,10 +117,11 @@ func (rw *RWLock) Status(ctx context.Context) (*RWStatus, error) {
 }
 
 // rwNodeStatus decodes one node's rw_status.lua reply: status.lua's five values, the
-// readers' count, the intent and its PTTL, then an id and its remaining ms per listed reader.
+// readers' count, the intent and its PTTL, the reader phase and its PTTL, then an id and its
+// remaining ms per listed reader.
 func (c *Client) rwNodeStatus(i int, v []any, err error) (NodeStatus, RWNodeStatus) {
 	rs := RWNodeStatus{Node: i, Addr: c.nodes[i].addr, Readers: -1}
-	if err == nil && (len(v) < 8 || len(v)%2 != 0) {
+	if err == nil && (len(v) < 10 || len(v)%2 != 0) {
 		err = fmt.Errorf("unexpected read/write status reply of %d elements", len(v))
 	}
 	if err != nil {
@@ -129,8 +136,8 @@ func (c *Client) rwNodeStatus(i int, v []any, err error) (NodeStatus, RWNodeStat
 	}
 	if k, ok := v[5].(int64); ok && k >= 0 {
 		rs.Readers = int(k)
-		rs.Places = make([]ReaderPlace, 0, (len(v)-8)/2)
-		for j := 8; j < len(v); j += 2 {
+		rs.Places = make([]ReaderPlace, 0, (len(v)-10)/2)
+		for j := 10; j < len(v); j += 2 {
 			id, _ := v[j].(string)
 			ms, _ := v[j+1].(int64)
 			rs.Places = append(rs.Places, ReaderPlace{ID: id, TTL: time.Duration(ms) * time.Millisecond})
@@ -139,6 +146,11 @@ func (c *Client) rwNodeStatus(i int, v []any, err error) (NodeStatus, RWNodeStat
 	if rs.Intent, _ = v[6].(string); rs.Intent != "" {
 		if ms, _ := v[7].(int64); ms > 0 {
 			rs.IntentTTL = time.Duration(ms) * time.Millisecond
+		}
+	}
+	if rs.Phase, _ = v[8].(string); rs.Phase != "" {
+		if ms, _ := v[9].(int64); ms > 0 {
+			rs.PhaseTTL = time.Duration(ms) * time.Millisecond
 		}
 	}
 	return ns, rs

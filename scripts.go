@@ -301,7 +301,7 @@ var (
 )
 
 func newRWStatusCommand(set lockKeys, k rwKeys, l CounterLayout, most int) *command {
-	keys := append(set.triples(l), newQueueKeys(set.keys[0]).queue, k.readers, k.intent)
+	keys := append(set.triples(l), newQueueKeys(set.keys[0]).queue, k.readers, k.intent, k.phase)
 	cmd := newScriptCall(rwStatusScript, keys, most)
 	cmd.kind = transport.ReplySlice
 	return cmd

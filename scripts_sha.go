@@ -26,6 +26,6 @@ var scriptSHAs = map[string]string{
 	"release":        "05d2a9792700919fd0fd188510fac276e7d10824",
 	"release_multi":  "10459e41e091e5f8ed5a9ed19049b23f09a01a96",
 	"rw_release":     "c60853f4ae7dd6412a1322a27b9c9f3d2b8afad4",
-	"rw_status":      "a20d8d4b43617b7b412e90b7878954a576f9b7ba",
+	"rw_status":      "1798804090bf943a82d4a16adeb68c2ad268953f",
 	"status":         "dda7a3eabd002aa19d7733afc7fd223ace033e18",
 }

@@ -6,6 +6,7 @@
 --             waiter queue, all in one cluster hash slot
 -- KEYS[5]     the readers: a sorted set, reader id -> expiry in ms on this node's clock
 -- KEYS[6]     the writer intent (rw_gate.lua): a waiting writer's Client id, with a short PX
+-- KEYS[7]     the reader phase (read_acquire.lua): "w" readers wait, "r" a read phase is open
 -- ARGV[1]     the most readers to list
 --
 -- Returns status.lua's five values, then:
@@ -14,6 +15,7 @@
 --   counted), or -1 when the node refuses ZRANGE (an ACL user without the read/write
 --   lock's commands);
 --   the intent's value or "", and its remaining ms (-2 when absent);
+--   the reader phase's value or "", and its remaining ms (-2 when absent);
 --   then, for at most ARGV[1] of the counted readers, soonest to expire first, its id and
 --   its remaining ms.
 local out = status_body()
@@ -38,6 +40,8 @@ end
 out[#out + 1] = count
 out[#out + 1] = redis.call('GET', KEYS[6]) or ''
 out[#out + 1] = redis.call('PTTL', KEYS[6])
+out[#out + 1] = redis.call('GET', KEYS[7]) or ''
+out[#out + 1] = redis.call('PTTL', KEYS[7])
 for _, v in ipairs(listed) do
   out[#out + 1] = v
 end

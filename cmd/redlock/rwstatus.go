@@ -113,7 +113,7 @@ func rwNotes(st *redlock.RWStatus) []string {
 		notes = append(notes, fmt.Sprintf("%d more readers have unexpired places on fewer than a quorum of nodes (an acquire under way or being undone, or places about to expire)", len(partial)))
 	}
 	for _, id := range slices.Sorted(maps.Keys(intents)) {
-		notes = append(notes, fmt.Sprintf("a writer waits: the intent of client %s is on %d of %d nodes, which refuse new readers until it expires", shortID(id), intents[id], len(st.Nodes)))
+		notes = append(notes, fmt.Sprintf("a writer waits: the intent of client %s is on %d of %d nodes, which refuse new readers outside a read phase until it expires", shortID(id), intents[id], len(st.Nodes)))
 	}
 	return notes
 }
@@ -128,10 +128,10 @@ func writeRWTable(w io.Writer, st *redlock.RWStatus) {
 	writeNextToken(w, ws)
 	fmt.Fprintln(w)
 	tw := newTable(w)
-	fmt.Fprintf(tw, "node\treaders\treader ids\tintent\tintent ttl\n")
+	fmt.Fprintf(tw, "node\treaders\treader ids\tintent\tintent ttl\tphase\n")
 	for _, ns := range st.Nodes {
 		if ns.Err != nil {
-			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\n", ns.Node) // its error is in the table above
+			fmt.Fprintf(tw, "%d\t-\t-\t-\t-\t-\n", ns.Node) // its error is in the table above
 			continue
 		}
 		ids := "?"
@@ -146,13 +146,24 @@ func writeRWTable(w io.Writer, st *redlock.RWStatus) {
 		if ns.Intent != "" {
 			ttl = fmtTTL(ns.IntentTTL)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", ns.Node, waitersCell(ns.Readers), ids, shortID(ns.Intent), ttl)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", ns.Node, waitersCell(ns.Readers), ids, shortID(ns.Intent), ttl, phaseCell(ns))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\n%s\n", describeRW(st))
 	for _, n := range rwNotes(st) {
 		fmt.Fprintln(w, n)
 	}
+}
+
+// phaseCell is a node's reader phase: "readers wait", "read phase" with its time left, or "-".
+func phaseCell(ns redlock.RWNodeStatus) string {
+	switch ns.Phase {
+	case "w":
+		return "readers wait"
+	case "r":
+		return "read phase " + fmtTTL(ns.PhaseTTL)
+	}
+	return "-"
 }
 
 // rwDoc is status --rwlock --json. Its fields are documented in docs/cli.md.
@@ -179,6 +190,10 @@ type rwNodeDoc struct {
 	// Intent is a waiting writer's Client id, "" when none; IntentTTLMillis its remaining time.
 	Intent          string `json:"intent"`
 	IntentTTLMillis int64  `json:"intent_ttl_ms"`
+	// Phase is the reader phase: "w" readers wait, "r" a read phase, "" neither; PhaseTTLMillis
+	// its remaining time.
+	Phase          string `json:"phase"`
+	PhaseTTLMillis int64  `json:"phase_ttl_ms"`
 }
 
 type placeDoc struct {
@@ -194,7 +209,7 @@ func writeRWJSON(w io.Writer, st *redlock.RWStatus) error {
 	}
 	for _, ns := range st.Nodes {
 		nd := rwNodeDoc{Node: ns.Node, Addr: ns.Addr, Answered: ns.Err == nil, Readers: ns.Readers, Places: []placeDoc{},
-			Intent: ns.Intent, IntentTTLMillis: ns.IntentTTL.Milliseconds()}
+			Intent: ns.Intent, IntentTTLMillis: ns.IntentTTL.Milliseconds(), Phase: ns.Phase, PhaseTTLMillis: ns.PhaseTTL.Milliseconds()}
 		if ns.Err != nil {
 			nd.Error = nodeErrText(ns.Err)
 		}
