@@ -60,6 +60,9 @@ type setup struct {
 	// permits, when not 0, makes every single-key section a permit of the semaphore named by
 	// the key: Semaphore(key, permits).Do; the section's key is then the permit's key.
 	permits int
+	// rwlock makes every single-key section a writer of the read/write lock named by the key:
+	// RWLock(key).DoWrite; the section's key is then the writer key, its token the writer's.
+	rwlock bool
 }
 
 // Scenarios returns the lab's scenarios in report order.
@@ -263,6 +266,18 @@ var scenarios = []*Scenario{
 			"the store, which keeps the highest term, refuses A's write.",
 		Expect: Expect{Violation: true, Rejections: true},
 		setup:  setup{nodes: 5, keys: 1, writes: 3, election: true},
+		script: scripted(pausedHolder),
+	},
+	{
+		Name: "rw-writer-pause", Group: groupClient,
+		Summary: "a read/write lock's writer stops for twice the TTL before its write: two writers, the old token refused",
+		Story: "Client A holds a read/write lock for writing (RWLock.DoWrite) and stops for twice the TTL between " +
+			"its check of the lock and its write, its links blackholed. Its hold lapses, B becomes the writer with " +
+			"a larger token and writes. A resumes and writes with its old token: for a moment two writers acted, " +
+			"and the store, which keeps the highest token, refuses A's write. The gate that keeps readers and " +
+			"writers apart is no help here: like a lock's, it ends with the validity.",
+		Expect: Expect{Violation: true, Rejections: true},
+		setup:  setup{nodes: 5, keys: 1, writes: 3, rwlock: true},
 		script: scripted(pausedHolder),
 	},
 	{

@@ -85,7 +85,7 @@ func bareQuorumRestart(ctx context.Context, r *Run) error {
 	return err
 }
 
-// pausedHolder is the script of client-pause and leader-pause: the holder stops for twice
+// pausedHolder is the script of client-pause, leader-pause and rw-writer-pause: the holder stops for twice
 // the TTL after its validity check and before its write, isolated; another client takes the
 // lock and writes; the holder's write then goes out with its old token. It runs under
 // scripted.

@@ -143,6 +143,10 @@ func (r *Run) work(ctx context.Context, w *worker) {
 				// The election's name is the section's key; its term is the token.
 				return section(fctx, &held{keys: keys, tokens: []redlock.Token{l.Term()}, id: l.ID(), until: l.Until})
 			})
+		case len(keys) == 1 && su.rwlock:
+			err = c.RWLock(keys[0]).DoWrite(ctx, r.ttl, func(fctx context.Context, l *redlock.Lock) error {
+				return section(fctx, heldLock(l)) // the writer key, the writer's token
+			})
 		case len(keys) == 1 && su.permits > 0:
 			err = c.Semaphore(keys[0], su.permits).Do(ctx, r.ttl, func(fctx context.Context, l *redlock.Lock) error {
 				return section(fctx, heldLock(l)) // the permit's key, its token
