@@ -43,7 +43,8 @@ const PhasePrefix = "redlock:phase:"
 //
 // A reader's *Lock has token 0 (readers do not write: the fenced stores refuse token 0);
 // Key is the writer key for both. Make one with [Client.RWLock]; it is safe for concurrent
-// use. Reentrancy: a reader's hold is never joined; a writer's is, as a lock's.
+// use. Reentrancy: neither a reader's nor a writer's hold is joined: an acquire under a hold's
+// context is a new acquire (a writer's, refused while that hold lasts).
 type RWLock struct {
 	c    *Client
 	name string
