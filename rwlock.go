@@ -70,10 +70,10 @@ func rwIntentTTL(retryDelay time.Duration) time.Duration {
 }
 
 // readPhase is how long the read phase after a writer's release lasts: a tenth of the retry
-// delay, at least 2 ms. Long enough for the readers woken by the release to reach the nodes
-// on a LAN (a wake-up and a round trip: 1–3 ms measured on loopback, TestRealRWLockLoad), short
-// enough that the next writer waits little more than one reader hold; a reader that misses it
-// waits for the next one.
+// delay, at least 2 ms: meant to cover the readers' wake-up and round trip to the nodes on a
+// LAN while keeping the next writer's wait near one reader hold (a choice, not a measured
+// bound: TestRealRWLockLoad checks the waits that result). A reader that misses it waits for
+// the next one.
 func readPhase(retryDelay time.Duration) time.Duration {
 	return max(retryDelay/10, 2*time.Millisecond)
 }
