@@ -317,7 +317,7 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 			channel = wakeChannel(l.key)
 		}
 		o.after, o.cmd, o.release = after, newScriptCall(rwReleaseScript, []string{l.key, r.phase}, l.id, channel,
-			readPhase(l.c.cfg.retryDelay).Milliseconds()), true
+			readPhaseMax(l.c.cfg.retryDelay).Milliseconds()), true
 		return l.c.finishRelease(ctx, waitCtx, o)
 	}
 	if l.c.queued(l.set) {

@@ -24,9 +24,10 @@ const (
 )
 
 // PhasePrefix starts the name of a read/write lock's reader phase key, in the lock name's
-// cluster hash slot: "w" while readers refused because of a writer wait, then "r" for a short
-// read phase after that writer's release, in which waiting readers go before the next writer
-// (docs/design.md §3.13).
+// cluster hash slot: a sorted set of the readers refused because of a writer (each marked
+// waiting for a few retry delays), and, after that writer's release, the read phase, in which
+// those readers go before the next writer; it ends when the last of them has come in, or
+// after one retry delay (docs/design.md §3.13).
 const PhasePrefix = "redlock:phase:"
 
 // RWLock is a read/write lock: readers share it, a writer excludes readers and other writers.
@@ -38,8 +39,10 @@ const PhasePrefix = "redlock:phase:"
 // overlaps a writer with validity left. A writer refused because readers hold marks that it
 // waits (the writer intent, a few retry delays long, renewed at each attempt), and new
 // readers are refused meanwhile: a stream of readers cannot starve a writer. A writer's release
-// lets the readers refused meanwhile in first (a read phase of a tenth of the retry delay, at
-// least 2 ms), so writers that follow each other cannot starve readers either.
+// lets the readers refused meanwhile in first (a read phase, which ends when the last of them
+// has come in, or after one retry delay), so writers that follow each other cannot starve
+// readers either. Writers of one Client wait in arrival order; writers of different Clients
+// are not ordered among themselves.
 //
 // A reader's *Lock has token 0 (readers do not write: the fenced stores refuse token 0);
 // Key is the writer key for both. Make one with [Client.RWLock]; it is safe for concurrent
@@ -69,13 +72,13 @@ func rwIntentTTL(retryDelay time.Duration) time.Duration {
 	return max(4*retryDelay, 100*time.Millisecond)
 }
 
-// readPhase is how long the read phase after a writer's release lasts: a tenth of the retry
-// delay, at least 2 ms: meant to cover the readers' wake-up and round trip to the nodes on a
-// LAN while keeping the next writer's wait near one reader hold (a choice, not a measured
-// bound: TestRealRWLockLoad checks the waits that result). A reader that misses it waits for
-// the next one.
-func readPhase(retryDelay time.Duration) time.Duration {
-	return max(retryDelay/10, 2*time.Millisecond)
+// readPhaseMax is the longest the read phase after a writer's release lasts: one retry delay.
+// The phase ends sooner, when the last of the readers marked waiting on that node has come
+// in (lua/read_acquire.lua), so its length follows how fast the readers arrive; the bound
+// only limits what a marked reader that gave up or died costs the next writer: at most one
+// retry delay (docs/design.md §3.13).
+func readPhaseMax(retryDelay time.Duration) time.Duration {
+	return retryDelay
 }
 
 // RWLock returns the read/write lock named name. It sends nothing; a bad name (the rules of a
@@ -160,21 +163,27 @@ func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration) (*Lock, e
 // readers on every node, in parallel, granted once a quorum agreed with validity left
 // (ttl − elapsed − drift > 0, as for a lock), undone on every node otherwise. Refused
 // (ErrNotAcquired) while a writer holds or waits on too many nodes. The Lock's token is 0.
-// Errors and arguments as [Client.TryAcquire]'s. Safe for concurrent use.
+// Unlike AcquireRead it leaves no mark that it waits, so no read phase opens for it: a reader
+// that must not be starved by looping writers uses AcquireRead. Errors and arguments as
+// [Client.TryAcquire]'s. Safe for concurrent use.
 func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration) (*Lock, error) {
 	ttl, err := rw.args(ctx, ttl)
 	if err != nil {
 		return nil, err
 	}
 	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
-		l, r, err := rw.c.attemptHeld(ctx, ttl, rw.readAttempt)
+		l, r, err := rw.c.attemptHeld(ctx, ttl, func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+			return rw.readAttempt(ctx, ttl, "") // it will not come back: no mark
+		})
 		return l, acquireEnd(l, r, 1, err), err
 	})
 }
 
 // AcquireRead takes the lock for reading, retrying until it succeeds, the retry limit is
 // reached or ctx ends, with Acquire's errors. Readers do not wait for each other; a release
-// of the writer wakes them. Safe for concurrent use.
+// of the writer wakes them. A refused attempt marks the reader waiting on the nodes that
+// refused it, so that the writer's release opens a read phase for it; once it holds, its marks
+// go from the nodes that did not grant it. Safe for concurrent use.
 func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration) (*Lock, error) {
 	ttl, err := rw.args(ctx, ttl)
 	if err != nil {
@@ -182,7 +191,10 @@ func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration) (*Lock, er
 	}
 	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
 		key := "\x00rw-reader\x00" + strconv.FormatUint(rw.seq.Add(1), 10) + "\x00" + rw.keys.writer
-		l, r, n, err := rw.retrying(ctx, ttl, key, rw.set, true, rw.readAttempt)
+		waiter := newHolderID() // its mark on the nodes, the same at every attempt
+		l, r, n, err := rw.retrying(ctx, ttl, key, rw.set, true, func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+			return rw.readAttempt(ctx, ttl, waiter)
+		})
 		return l, acquireEnd(l, r, n, err), err
 	})
 }
@@ -245,14 +257,15 @@ func (discardSink) Deliver(transport.Event) {}
 
 // readAttempt is one reader attempt: read_acquire.lua on every node, decided at a quorum of
 // places granted with validity left, or as soon as a quorum became impossible; undone on
-// every node when it fails.
-func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+// every node when it fails. A node that refuses marks waiter (if not "") as a reader waiting
+// for the read phase.
+func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration, waiter string) (*Lock, attemptResult, error) {
 	c := rw.c
 	id, n := newHolderID(), len(c.nodes)
 	start := c.cfg.clock.Now()
 	validityEnd := start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
 	cmd := newScriptCall(readAcquireScript, []string{rw.keys.writer, rw.keys.readers, rw.keys.intent, rw.keys.phase},
-		id, c.keyTTLMillis(ttl), rwIntentTTL(c.cfg.retryDelay).Milliseconds())
+		id, c.keyTTLMillis(ttl), rwIntentTTL(c.cfg.retryDelay).Milliseconds(), waiter)
 	cmd.patience = patienceFor(ttl)
 	events := make(chan transport.Event, 2*n)
 	calls := make([]*transport.Call, n)
@@ -261,6 +274,7 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, at
 		c.sendTo(i, calls[i])
 	}
 	granted, refused, failed := 0, 0, 0
+	grantedAt := make([]bool, n)
 	var left int64 // the most milliseconds left that a refusing node reported
 	answered, nodeErrs := make([]bool, n), make([]error, n)
 	timer := time.NewTimer(time.Until(validityEnd))
@@ -279,6 +293,7 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, at
 				nodeErrs[ev.Node] = c.nodeErr(ev.Node, ev.Err)
 			case ev.Val == 1:
 				granted++
+				grantedAt[ev.Node] = true
 			default:
 				refused++
 				left = max(left, -ev.Val)
@@ -295,6 +310,18 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration) (*Lock, at
 		if Validity(ttl, start, now, c.cfg.driftFactor) > 0 {
 			l := &Lock{c: c, set: rw.set, key: rw.keys.writer, id: id, ttl: ttl, until: validityEnd, last: calls, granted: now, reader: &rw.keys}
 			l.tokens = l.one[:]
+			if waiter != "" {
+				// We wait no longer: our marks go from the nodes that did not grant us, or
+				// not yet (after their acquire call), so that no read phase waits for us.
+				unmark := newScriptCall(readReleaseScript, []string{rw.keys.readers, rw.keys.phase}, id, "", waiter)
+				for i := range c.nodes {
+					if !grantedAt[i] {
+						cl := unmark.newCall(0, discardSink{})
+						cl.Keep = true
+						c.sendAfterTo(i, calls[i], cl)
+					}
+				}
+			}
 			c.remember(l)
 			return l, attemptResult{kind: attemptWon}, nil
 		}

@@ -45,8 +45,8 @@ func TestRWLockRejectsBadInput(t *testing.T) {
 // TestRWLockSemantics: readers share; a writer is refused while readers hold and then keeps
 // new readers out; once the readers leave it gets the lock, readers are refused while it
 // holds, and writer tokens increase; its release, readers having waited, opens a read phase in
-// which readers come in and writers wait whatever the intent; a reader's token is 0 and it is
-// never joined.
+// which readers come in and writers wait whatever the intent, until the readers marked have
+// come in or readPhaseMax has passed; a reader's token is 0 and it is never joined.
 func TestRWLockSemantics(t *testing.T) {
 	servers, clients := miniNodes(t, 3)
 	c := newTestClient(t, clients)
@@ -89,7 +89,8 @@ func TestRWLockSemantics(t *testing.T) {
 	if _, err := rw.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("second writer: %v", err)
 	}
-	// Waiters: a reader and a writer of the other Client, woken by the release.
+	// A waiting reader is marked on the nodes that refuse it, and the writer's release opens
+	// a read phase for it, which ends when it has come in: a writer is refused until then.
 	got := make(chan *Lock, 1)
 	go func() {
 		l, err := rw.AcquireRead(ctx, 10*time.Second)
@@ -98,6 +99,9 @@ func TestRWLockSemantics(t *testing.T) {
 		}
 		got <- l
 	}()
+	waitRW(t, ctx, rw, "a reader marked waiting on a quorum", func(st *RWStatus) bool {
+		return onQuorum(st, func(n RWNodeStatus) bool { return n.Phase == "w" && n.Waiting == 1 })
+	})
 	if err := w1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +109,48 @@ func TestRWLockSemantics(t *testing.T) {
 	if r3 == nil {
 		return
 	}
-	// The read phase (readers were refused while w1 held): a writer is refused and marks its
-	// intent, and a reader comes in all the same.
+	// It came in on a quorum, which ended the phase there (its marks elsewhere go after).
+	if st := rwStatusT(t, ctx, rw); !onQuorum(st, func(n RWNodeStatus) bool { return n.Phase == "" && n.Waiting == 0 }) {
+		t.Errorf("after the only reader marked came in: %+v; want the phase ended on a quorum", st.Nodes)
+	}
+	// The phase is over, so a writer's intent keeps new readers out again.
+	if _, err := rw2.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("writer beside a reader: %v, want ErrNotAcquired", err)
+	}
+	if _, err := rw.TryAcquireRead(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("a new reader while a writer waits, after the read phase: %v, want ErrNotAcquired", err)
+	}
+	if err := r3.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w3, err := rw2.TryAcquireWrite(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal("the waiting writer after the reader left:", err)
+	}
+	// A reader marked that never comes back (its Acquire cancelled) holds the read phase open
+	// for at most readPhaseMax: meanwhile writers are refused and readers come in despite the
+	// intent; afterwards the intent keeps readers out again.
+	gone, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := rw.AcquireRead(gone, 10*time.Second)
+		done <- err
+	}()
+	waitRW(t, ctx, rw, "a reader marked waiting on a quorum", func(st *RWStatus) bool {
+		return onQuorum(st, func(n RWNodeStatus) bool { return n.Waiting == 1 })
+	})
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled reader: %v", err)
+	}
+	if err := w3.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := rwStatusT(t, ctx, rw); !onQuorum(st, func(n RWNodeStatus) bool {
+		return n.Phase == "r" && n.Waiting == 1 && n.PhaseTTL <= readPhaseMax(DefaultRetryDelay)
+	}) {
+		t.Errorf("read phase: %+v; want on a quorum \"r\", 1 to come, at most %v left", st.Nodes, readPhaseMax(DefaultRetryDelay))
+	}
 	if _, err := rw2.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("writer in the read phase: %v, want ErrNotAcquired", err)
 	}
@@ -114,16 +158,25 @@ func TestRWLockSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal("a reader in the read phase, beside a writer's intent:", err)
 	}
-	// After the phase (miniredis expires keys on FastForward only) the intent holds new
-	// readers back again.
+	// After the bound (miniredis moves TIME with SetTime and expires keys on FastForward)
+	// the phase is over although its reader never came.
 	for _, s := range servers {
-		s.FastForward(readPhase(DefaultRetryDelay) + time.Millisecond)
+		d := readPhaseMax(DefaultRetryDelay) + time.Millisecond
+		s.SetTime(time.Now().Add(d))
+		s.FastForward(d)
 	}
 	if _, err := rw.TryAcquireRead(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("a reader after the read phase, a writer waiting: %v, want ErrNotAcquired", err)
 	}
 	if err := r4.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	w1 = w3
+	for _, s := range servers {
+		s.FastForward(rwIntentTTL(DefaultRetryDelay)) // the intent lapses
+	}
+	if r3, err = rw.TryAcquireRead(ctx, 10*time.Second); err != nil {
+		t.Fatal("reader once the intent lapsed:", err)
 	}
 	// A reader's context joins nothing: a write acquire under it is a new acquire (refused
 	// here, the reader holds).
@@ -189,6 +242,52 @@ func TestEagerPauseFollowsRefusal(t *testing.T) {
 		p := tr.pause(attemptResult{kind: attemptContended, left: tc.left})
 		if p < tc.min || p > tc.max {
 			t.Errorf("eager %v, %d ms left: pause %v, want %v to %v", tc.eager, tc.left, p, tc.min, tc.max)
+		}
+	}
+}
+
+// rwStatusT reads rw's status or fails the test.
+func rwStatusT(t *testing.T, ctx context.Context, rw *RWLock) *RWStatus {
+	t.Helper()
+	st, err := rw.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// onQuorum reports whether ok holds for the status of at least a quorum of st's nodes.
+func onQuorum(st *RWStatus, ok func(RWNodeStatus) bool) bool {
+	n := 0
+	for _, ns := range st.Nodes {
+		if ns.Err == nil && ok(ns) {
+			n++
+		}
+	}
+	return n >= st.Quorum
+}
+
+// waitRW waits, polling rw's status, until ok holds for it (what, in the error when ctx
+// ends first).
+func waitRW(t *testing.T, ctx context.Context, rw *RWLock, what string, ok func(*RWStatus) bool) {
+	t.Helper()
+	var last *RWStatus
+	var lastErr error
+	for {
+		st, err := rw.Status(ctx)
+		if err == nil && ok(st) {
+			return
+		}
+		if err == nil || last == nil {
+			last, lastErr = st, err
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				t.Fatalf("waiting for %s: %v (last status: %+v; error %v)", what, ctx.Err(), last.Nodes, lastErr)
+			}
+			t.Fatalf("waiting for %s: %v (last error %v)", what, ctx.Err(), lastErr)
+		case <-time.After(time.Millisecond):
 		}
 	}
 }

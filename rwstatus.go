@@ -38,10 +38,14 @@ type RWNodeStatus struct {
 	Intent    string
 	IntentTTL time.Duration
 	// Phase is the reader phase (docs/design.md §3.13): "w" while readers refused because of
-	// a writer wait, "r" during the read phase after that writer's release (readers come in
-	// despite an intent, writers are refused), "" when neither; PhaseTTL is what it has left.
+	// a writer are marked waiting, "r" during the read phase after that writer's release
+	// (readers come in despite an intent, writers are refused, until the readers marked have
+	// entered or PhaseTTL has passed), "" when neither; PhaseTTL is what the phase, or the
+	// last reader's mark, has left. Waiting is the number of readers marked waiting (in a
+	// read phase, those it still waits for).
 	Phase    string
 	PhaseTTL time.Duration
+	Waiting  int
 }
 
 // RWStatus is a snapshot of a read/write lock across the nodes, for operators and tools. It
@@ -117,11 +121,11 @@ func (rw *RWLock) Status(ctx context.Context) (*RWStatus, error) {
 }
 
 // rwNodeStatus decodes one node's rw_status.lua reply: status.lua's five values, the
-// readers' count, the intent and its PTTL, the reader phase and its PTTL, then an id and its
-// remaining ms per listed reader.
+// readers' count, the intent and its PTTL, the reader phase, its PTTL and the readers marked
+// waiting, then an id and its remaining ms per listed reader.
 func (c *Client) rwNodeStatus(i int, v []any, err error) (NodeStatus, RWNodeStatus) {
 	rs := RWNodeStatus{Node: i, Addr: c.nodes[i].addr, Readers: -1}
-	if err == nil && (len(v) < 10 || len(v)%2 != 0) {
+	if err == nil && (len(v) < 11 || len(v)%2 != 1) {
 		err = fmt.Errorf("unexpected read/write status reply of %d elements", len(v))
 	}
 	if err != nil {
@@ -136,8 +140,8 @@ func (c *Client) rwNodeStatus(i int, v []any, err error) (NodeStatus, RWNodeStat
 	}
 	if k, ok := v[5].(int64); ok && k >= 0 {
 		rs.Readers = int(k)
-		rs.Places = make([]ReaderPlace, 0, (len(v)-10)/2)
-		for j := 10; j < len(v); j += 2 {
+		rs.Places = make([]ReaderPlace, 0, (len(v)-11)/2)
+		for j := 11; j < len(v); j += 2 {
 			id, _ := v[j].(string)
 			ms, _ := v[j+1].(int64)
 			rs.Places = append(rs.Places, ReaderPlace{ID: id, TTL: time.Duration(ms) * time.Millisecond})
@@ -152,6 +156,9 @@ func (c *Client) rwNodeStatus(i int, v []any, err error) (NodeStatus, RWNodeStat
 		if ms, _ := v[9].(int64); ms > 0 {
 			rs.PhaseTTL = time.Duration(ms) * time.Millisecond
 		}
+	}
+	if k, ok := v[10].(int64); ok && k > 0 {
+		rs.Waiting = int(k)
 	}
 	return ns, rs
 }

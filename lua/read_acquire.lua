@@ -4,21 +4,40 @@
 -- KEYS[1]  the writer key (an ordinary lock key)
 -- KEYS[2]  the readers: a sorted set, reader id -> expiry in ms on this node's clock
 -- KEYS[3]  the writer intent (rw_gate.lua)
--- KEYS[4]  the reader phase: "w" while readers wait for a writer, "r" during the read phase
---          that the writer's release opens (rw_release.lua)
+-- KEYS[4]  the reader phase: a sorted set of the waiting readers (waiter id -> expiry in ms
+--          on this node's clock), with the member "r" (score: the phase's end) while the read
+--          phase that a writer's release opened (rw_release.lua) is open
 -- ARGV[1]  the reader id
 -- ARGV[2]  the reader's PX in milliseconds
--- ARGV[3]  how long the mark that readers wait lasts, in milliseconds
+-- ARGV[3]  how long a waiting reader's mark lasts, in milliseconds
+-- ARGV[4]  the waiter id (the same for every attempt of one AcquireRead), or "" to leave no
+--          mark (TryAcquireRead: it will not come back)
+--
+-- The read phase is open while "r" has not expired and some reader marked then has neither
+-- entered nor expired; the last of them to enter ends it.
 --
 -- Returns 1 when the reader holds here (added, or its expiry moved on a resend); minus the
 -- milliseconds left to the writer key or the intent when a writer holds, or waits outside a
--- read phase (>= 1 in magnitude); then nothing changed but the mark that readers wait.
-local phase = redis.call('GET', KEYS[4])
+-- read phase (>= 1 in magnitude); then nothing changed but the reader's mark.
+local phase, waiter = KEYS[4], ARGV[4]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', phase, '-inf', now)
+local open = false
+if redis.call('ZSCORE', phase, 'r') then
+  if redis.call('ZCARD', phase) > 1 then
+    open = true
+  else
+    redis.call('DEL', phase) -- every reader marked has entered, or its mark expired
+  end
+end
 
--- refused marks that readers wait (unless a read phase is open) and returns the refusal.
+-- refused marks that this reader waits and returns the refusal.
 local function refused(left)
-  if phase ~= 'r' then
-    redis.call('SET', KEYS[4], 'w', 'PX', ARGV[3])
+  if waiter ~= '' then
+    redis.call('ZADD', phase, now + tonumber(ARGV[3]), waiter)
+    local last = redis.call('ZRANGE', phase, -1, -1, 'WITHSCORES')
+    redis.call('PEXPIRE', phase, math.max(tonumber(last[2]) - now, 1))
   end
   return -math.max(left, 1)
 end
@@ -27,14 +46,15 @@ local w = redis.call('PTTL', KEYS[1])
 if w ~= -2 then
   return refused(w)
 end
-if phase ~= 'r' then
+if not open then
   local i = redis.call('PTTL', KEYS[3])
   if i ~= -2 then
     return refused(i)
   end
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if waiter ~= '' and redis.call('ZREM', phase, waiter) == 1 and open and redis.call('ZCARD', phase) == 1 then
+  redis.call('DEL', phase) -- the last reader the phase waited for is in: the phase ends
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 local px = tonumber(ARGV[2])
 redis.call('ZADD', KEYS[2], now + px, ARGV[1])

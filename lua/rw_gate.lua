@@ -7,7 +7,8 @@
 -- KEYS[1..3]  the writer key and its two fence counters, as acquire.lua's
 -- KEYS[4]     the readers (a sorted set: reader id -> expiry in ms on this node's clock)
 -- KEYS[5]     the writer intent: a waiting writer's id, with a short expiry
--- KEYS[6]     the reader phase (read_acquire.lua): "r" while a read phase is open
+-- KEYS[6]     the reader phase (read_acquire.lua): the waiting readers, and "r" while a read
+--             phase is open
 -- ARGV[1..5]  as acquire.lua's (id, PX, seed, counters' idle TTL, layout)
 -- ARGV[6]     the intent's TTL in milliseconds
 -- ARGV[7]     the waiting writer's Client id (the intent's value: the Client's writers share it)
@@ -26,11 +27,16 @@ local function wait(left)
   return -math.max(left, 1)
 end
 
-if redis.call('GET', phase) == 'r' then
-  return wait(redis.call('PTTL', phase))
-end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', phase, '-inf', now)
+local ends = redis.call('ZSCORE', phase, 'r')
+if ends then
+  if redis.call('ZCARD', phase) > 1 then
+    return wait(tonumber(ends) - now) -- readers marked before the last writer's release go first
+  end
+  redis.call('DEL', phase) -- every reader it waited for has entered, or its mark expired
+end
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
 if last[2] then

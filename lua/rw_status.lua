@@ -6,7 +6,8 @@
 --             waiter queue, all in one cluster hash slot
 -- KEYS[5]     the readers: a sorted set, reader id -> expiry in ms on this node's clock
 -- KEYS[6]     the writer intent (rw_gate.lua): a waiting writer's Client id, with a short PX
--- KEYS[7]     the reader phase (read_acquire.lua): "w" readers wait, "r" a read phase is open
+-- KEYS[7]     the reader phase (read_acquire.lua): the waiting readers by expiry, and "r"
+--             (score: its end) while a read phase is open
 -- ARGV[1]     the most readers to list
 --
 -- Returns status.lua's five values, then:
@@ -15,7 +16,9 @@
 --   counted), or -1 when the node refuses ZRANGE (an ACL user without the read/write
 --   lock's commands);
 --   the intent's value or "", and its remaining ms (-2 when absent);
---   the reader phase's value or "", and its remaining ms (-2 when absent);
+--   the reader phase: "r" while a read phase is open (its end unexpired and a reader it
+--   waits for still marked), else "w" while readers are marked waiting, else ""; its
+--   remaining ms (the phase's end, or the last mark's; -2 for ""); the readers marked;
 --   then, for at most ARGV[1] of the counted readers, soonest to expire first, its id and
 --   its remaining ms.
 local out = status_body()
@@ -40,8 +43,30 @@ end
 out[#out + 1] = count
 out[#out + 1] = redis.call('GET', KEYS[6]) or ''
 out[#out + 1] = redis.call('PTTL', KEYS[6])
-out[#out + 1] = redis.call('GET', KEYS[7]) or ''
-out[#out + 1] = redis.call('PTTL', KEYS[7])
+local marks = redis.pcall('ZRANGE', KEYS[7], 0, -1, 'WITHSCORES')
+local phase, phaseLeft, waiting, ends = '', -2, 0, nil
+if type(marks) == 'table' and marks.err == nil then
+  for i = 1, #marks, 2 do
+    local left = tonumber(marks[i + 1]) - now
+    if left > 0 then
+      if marks[i] == 'r' then
+        ends = left
+      else
+        waiting = waiting + 1
+        phaseLeft = math.max(phaseLeft, left)
+      end
+    end
+  end
+end
+if waiting > 0 then
+  phase = 'w'
+  if ends then
+    phase, phaseLeft = 'r', ends
+  end
+end
+out[#out + 1] = phase
+out[#out + 1] = phaseLeft
+out[#out + 1] = waiting
 for _, v in ipairs(listed) do
   out[#out + 1] = v
 end

@@ -18,7 +18,11 @@ import (
 // readers hold or the phase is open it marks the intent; a writer's release (or undo: the
 // phase may end at once, which covers the undo that opens none) turns the readers' mark into
 // a read phase. The intent, the mark and the phase may expire at any moment, as their TTLs
-// do. Requests and
+// do; the phase's ending at any moment also covers the ways the library ends it early (its
+// last marked reader coming in, or that reader's mark removed once it holds elsewhere), and
+// the mark, one per node here where the nodes keep one per waiting reader, only ever lets a
+// release open a phase, which refuses writers and admits readers as the node's other rules
+// allow. Requests and
 // replies are delivered in any order; a client that got a quorum of grants holds; one whose
 // quorum became impossible undoes on every node. A holder's validity may end at any moment;
 // its entries may expire on a node only after that (design.md §5.5's assumptions), and its

@@ -24,7 +24,7 @@ import (
 
 // Scenarios lists every scenario in the order they run: the healthy ones first, the
 // fault scenarios last, so that nothing a fault leaves behind can disturb a healthy figure.
-var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "procs", "procsd", "sem", "p", "burst", "held", "starve", "ramp", "b", "c", "d", "hung"}
+var Scenarios = []string{"a", "e", "g", "h", "f", "f0", "procs", "procsd", "sem", "rw", "p", "burst", "held", "starve", "ramp", "b", "c", "d", "hung"}
 
 // LoadScenarios are the load scenarios, a subset of Scenarios.
 var LoadScenarios = []string{"f0", "p", "burst", "held", "starve", "ramp", "hung"}
@@ -194,6 +194,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		{[]string{"procs"}, r.scenarioProcs},
 		{[]string{"procsd"}, r.scenarioProcsDistinct},
 		{[]string{"sem"}, r.scenarioSem},
+		{[]string{"rw"}, r.scenarioRW},
 		{[]string{"p"}, r.scenarioP},
 		{[]string{"burst"}, r.scenarioBurst},
 		{[]string{"held"}, r.scenarioHeld},

@@ -159,9 +159,9 @@ func writeRWTable(w io.Writer, st *redlock.RWStatus) {
 func phaseCell(ns redlock.RWNodeStatus) string {
 	switch ns.Phase {
 	case "w":
-		return "readers wait"
+		return fmt.Sprintf("readers wait (%d)", ns.Waiting)
 	case "r":
-		return "read phase " + fmtTTL(ns.PhaseTTL)
+		return fmt.Sprintf("read phase %s (%d to come)", fmtTTL(ns.PhaseTTL), ns.Waiting)
 	}
 	return "-"
 }
@@ -191,9 +191,10 @@ type rwNodeDoc struct {
 	Intent          string `json:"intent"`
 	IntentTTLMillis int64  `json:"intent_ttl_ms"`
 	// Phase is the reader phase: "w" readers wait, "r" a read phase, "" neither; PhaseTTLMillis
-	// its remaining time.
+	// its remaining time; Waiting the readers marked waiting (in a read phase, still to come).
 	Phase          string `json:"phase"`
 	PhaseTTLMillis int64  `json:"phase_ttl_ms"`
+	Waiting        int    `json:"waiting"`
 }
 
 type placeDoc struct {
@@ -209,7 +210,7 @@ func writeRWJSON(w io.Writer, st *redlock.RWStatus) error {
 	}
 	for _, ns := range st.Nodes {
 		nd := rwNodeDoc{Node: ns.Node, Addr: ns.Addr, Answered: ns.Err == nil, Readers: ns.Readers, Places: []placeDoc{},
-			Intent: ns.Intent, IntentTTLMillis: ns.IntentTTL.Milliseconds(), Phase: ns.Phase, PhaseTTLMillis: ns.PhaseTTL.Milliseconds()}
+			Intent: ns.Intent, IntentTTLMillis: ns.IntentTTL.Milliseconds(), Phase: ns.Phase, PhaseTTLMillis: ns.PhaseTTL.Milliseconds(), Waiting: ns.Waiting}
 		if ns.Err != nil {
 			nd.Error = nodeErrText(ns.Err)
 		}
