@@ -46,8 +46,11 @@ const PhasePrefix = "redlock:phase:"
 //
 // A reader's *Lock has token 0 (readers do not write: the fenced stores refuse token 0);
 // Key is the writer key for both. Make one with [Client.RWLock]; it is safe for concurrent
-// use. Reentrancy: neither a reader's nor a writer's hold is joined: an acquire under a hold's
-// context is a new acquire (a writer's, refused while that hold lasts).
+// use. Reentrancy: a write acquire (TryAcquireWrite, AcquireWrite, DoWrite) whose context
+// carries this Client's writer hold of the lock ([Lock.Context], or DoWrite's function
+// context) joins it, as [Client.Acquire] joins a lock's hold: the same token, nothing sent,
+// and its Release ends only the nested hold. A reader's hold is never joined, and a read
+// acquire under a writer's hold is a new acquire, refused while that hold lasts.
 type RWLock struct {
 	c    *Client
 	name string
@@ -138,6 +141,9 @@ func (rw *RWLock) TryAcquireWrite(ctx context.Context, ttl time.Duration) (*Lock
 	}
 	c := rw.c
 	return observed(c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
+		if l := c.joinWriter(ctx, rw); l != nil {
+			return l, acquireEnd(l, joined(nil), 0, nil), nil
+		}
 		l, r, err := rw.c.attemptHeld(ctx, ttl, rw.writeAttempt)
 		return l, acquireEnd(l, r, 1, err), err
 	})
@@ -153,6 +159,9 @@ func (rw *RWLock) AcquireWrite(ctx context.Context, ttl time.Duration) (*Lock, e
 		return nil, err
 	}
 	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
+		if l := rw.c.joinWriter(ctx, rw); l != nil {
+			return l, acquireEnd(l, joined(nil), 0, nil), nil
+		}
 		on := lockKeys{keys: []string{rw.keys.writer, rw.keys.readers}}
 		l, r, n, err := rw.retrying(ctx, ttl, "\x00rw-writer\x00"+rw.keys.writer, on, false, rw.writeAttempt)
 		return l, acquireEnd(l, r, n, err), err
@@ -197,6 +206,17 @@ func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration) (*Lock, er
 		})
 		return l, acquireEnd(l, r, n, err), err
 	})
+}
+
+// joinWriter is the writer's reentrancy: the joined Lock when ctx carries this Client's
+// writer hold of rw that is still held and valid (reentrant.go), nil otherwise. A reader's
+// hold is never joined, and a writer's does not let a reader in: only a write acquire joins.
+func (c *Client) joinWriter(ctx context.Context, rw *RWLock) *Lock {
+	l, err := c.join(ctx, rw.set)
+	if err != nil || l == nil || l.outer.writer == nil {
+		return nil // rw.set is one key: never partly held
+	}
+	return l
 }
 
 // DoRead takes the lock for reading as AcquireRead does and runs fn under it, renewing it and

@@ -179,7 +179,7 @@ func TestRWLockSemantics(t *testing.T) {
 		t.Fatal("reader once the intent lapsed:", err)
 	}
 	// A reader's context joins nothing: a write acquire under it is a new acquire (refused
-	// here, the reader holds).
+	// here, the reader holds). A writer's is joined (TestRWLockWriterJoins).
 	if _, err := rw.TryAcquireWrite(r3.Context(ctx), 10*time.Second); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("write under a reader's context: %v, want ErrNotAcquired (never joined)", err)
 	}
@@ -290,4 +290,66 @@ func waitRW(t *testing.T, ctx context.Context, rw *RWLock, what string, ok func(
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// TestRWLockWriterJoins: a write acquire under the writer's context joins its hold (same
+// token, nothing sent, a nested Release that leaves the hold), TryAcquireWrite, AcquireWrite
+// and DoWrite alike; a read acquire under it is a new acquire, refused; another Client's
+// writer is refused all along; once the hold is released the context joins nothing.
+func TestRWLockWriterJoins(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	other := newTestClient(t, clients)
+	ctx := ctxT(t, 10*time.Second)
+	rw := c.RWLock("ledger:join")
+	w, err := rw.TryAcquireWrite(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := w.Context(ctx)
+	before := commandCounts(servers)
+	j1, err := rw.TryAcquireWrite(held, 10*time.Second)
+	if err != nil {
+		t.Fatal("TryAcquireWrite under the writer's context:", err)
+	}
+	j2, err := rw.AcquireWrite(held, 10*time.Second)
+	if err != nil {
+		t.Fatal("AcquireWrite under the writer's context:", err)
+	}
+	ran := false
+	err = rw.DoWrite(held, 10*time.Second, func(ctx context.Context, l *Lock) error {
+		ran = l.Token() == w.Token()
+		return nil
+	})
+	if err != nil || !ran {
+		t.Fatalf("DoWrite under the writer's context: %v, ran with its token %v", err, ran)
+	}
+	if got := commandCounts(servers); !equalInts(got, before) {
+		t.Errorf("joined writer acquires reached the nodes: %v -> %v", before, got)
+	}
+	for _, j := range []*Lock{j1, j2} {
+		if j.Token() != w.Token() || j.Key() != w.Key() {
+			t.Errorf("joined: token %d key %q, want the hold's %d %q", j.Token(), j.Key(), w.Token(), w.Key())
+		}
+		if err := j.Release(ctx); err != nil {
+			t.Errorf("nested release: %v", err)
+		}
+	}
+	if _, err := other.RWLock("ledger:join").TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("another Client's writer after the nested releases: %v, want ErrNotAcquired (the hold stays)", err)
+	}
+	if _, err := rw.TryAcquireRead(held, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("a reader under the writer's context: %v, want ErrNotAcquired (never joined)", err)
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w2, err := rw.TryAcquireWrite(held, 10*time.Second)
+	if err != nil {
+		t.Fatal("write acquire under a released hold's context:", err)
+	}
+	if w2.Token() <= w.Token() {
+		t.Errorf("a new hold after the release: token %d after %d, want a new, larger one", w2.Token(), w.Token())
+	}
+	_ = w2.Release(ctx)
 }
