@@ -78,8 +78,12 @@ func describeRW(st *redlock.RWStatus) string {
 	case "write":
 		return fmt.Sprintf("held for writing by %s on %d of %d nodes", shortID(st.Writer.Holder), holderNodes(st.Writer, st.Writer.Holder), n)
 	case "read":
-		return fmt.Sprintf("held for reading by %d readers (%s): each has an unexpired place on at least a quorum (%d) of the %d nodes",
-			len(st.Readers), idList(st.Readers, ", "), st.Quorum, n)
+		who, each := fmt.Sprintf("%d readers", len(st.Readers)), "each has"
+		if len(st.Readers) == 1 {
+			who, each = "1 reader", "it has"
+		}
+		return fmt.Sprintf("held for reading by %s (%s): %s an unexpired place on at least a quorum (%d) of the %d nodes",
+			who, idList(st.Readers, ", "), each, st.Quorum, n)
 	case "free":
 		return fmt.Sprintf("free: no writer, and no reader with an unexpired place on a quorum (%d) of the %d nodes", st.Quorum, n)
 	}

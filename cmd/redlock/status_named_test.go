@@ -221,3 +221,13 @@ func TestStatusElection(t *testing.T) {
 		s.SetError("")
 	}
 }
+
+// TestDescribeRWOneReader: one reader reads "1 reader", not "1 readers".
+func TestDescribeRWOneReader(t *testing.T) {
+	id := "0123456789abcdef0123456789abcdef"
+	st := &redlock.RWStatus{Name: "x", Quorum: 2, Readers: []string{id}, ReadersAnswered: 3,
+		Writer: &redlock.Status{Quorum: 2, Nodes: []redlock.NodeStatus{{}, {}, {}}}, Nodes: make([]redlock.RWNodeStatus, 3)}
+	if got := describeRW(st); !strings.HasPrefix(got, "held for reading by 1 reader ("+id[:8]+"): it has an unexpired place") {
+		t.Errorf("describeRW: %q", got)
+	}
+}
