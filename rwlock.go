@@ -75,13 +75,13 @@ func rwIntentTTL(retryDelay time.Duration) time.Duration {
 	return max(4*retryDelay, 100*time.Millisecond)
 }
 
-// readPhaseMax is the longest the read phase after a writer's release lasts: one retry delay.
-// The phase ends sooner, when the last of the readers marked waiting on that node has come
+// readPhaseMax is the longest the read phase after a writer's release lasts: one retry delay,
+// at least 2 ms (the nodes count it in whole milliseconds). The phase ends sooner, when the last of the readers marked waiting on that node has come
 // in (lua/read_acquire.lua), so its length follows how fast the readers arrive; the bound
 // only limits what a marked reader that gave up or died costs the next writer: at most one
 // retry delay (docs/design.md §3.13).
 func readPhaseMax(retryDelay time.Duration) time.Duration {
-	return retryDelay
+	return max(retryDelay, 2*time.Millisecond)
 }
 
 // RWLock returns the read/write lock named name. It sends nothing; a bad name (the rules of a

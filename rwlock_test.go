@@ -353,3 +353,17 @@ func TestRWLockWriterJoins(t *testing.T) {
 	}
 	_ = w2.Release(ctx)
 }
+
+// TestReadPhaseMaxFloor: the read phase's bound is one retry delay, but never below the
+// whole 2 ms that the nodes can count (a sub-millisecond retry delay would open no phase).
+func TestReadPhaseMaxFloor(t *testing.T) {
+	for _, tc := range []struct{ d, want time.Duration }{
+		{time.Microsecond, 2 * time.Millisecond},
+		{1500 * time.Microsecond, 2 * time.Millisecond},
+		{DefaultRetryDelay, DefaultRetryDelay},
+	} {
+		if got := readPhaseMax(tc.d); got != tc.want || got.Milliseconds() < 1 {
+			t.Errorf("readPhaseMax(%v) = %v, want %v", tc.d, got, tc.want)
+		}
+	}
+}
