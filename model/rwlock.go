@@ -19,10 +19,10 @@ import (
 // phase may end at once, which covers the undo that opens none) turns the readers' mark into
 // a read phase. The intent, the mark and the phase may expire at any moment, as their TTLs
 // do; the phase's ending at any moment also covers the ways the library ends it early (its
-// last marked reader coming in, or that reader's mark removed once it holds elsewhere), and
-// the mark, one per node here where the nodes keep one per waiting reader, only ever lets a
-// release open a phase, which refuses writers and admits readers as the node's other rules
-// allow. Requests and
+// last marked reader coming in, or that reader's mark removed once it holds elsewhere). The
+// search keeps one mark per node where the nodes keep one per waiting reader; either way a
+// mark only lets a release open a phase, and a phase only refuses writers and lets readers
+// past an intent, never past the writer key. Requests and
 // replies are delivered in any order; a client that got a quorum of grants holds; one whose
 // quorum became impossible undoes on every node. A holder's validity may end at any moment;
 // its entries may expire on a node only after that (design.md §5.5's assumptions), and its
