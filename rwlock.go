@@ -77,9 +77,9 @@ func rwIntentTTL(retryDelay time.Duration) time.Duration {
 
 // readPhaseMax is the longest the read phase after a writer's release lasts: one retry delay,
 // at least 2 ms (the nodes count it in whole milliseconds). The phase ends sooner, when the last of the readers marked waiting on that node has come
-// in (lua/read_acquire.lua), so its length follows how fast the readers arrive; the bound
-// only limits what a marked reader that gave up or died costs the next writer: at most one
-// retry delay (docs/design.md §3.13).
+// in (lua/read_acquire.lua), so its length follows how fast the readers arrive. A reader that
+// gives up removes its marks (RWLock.unmark); the bound limits what one that died while marked
+// costs each writer's release during its mark's life: one retry delay (docs/design.md §3.13).
 func readPhaseMax(retryDelay time.Duration) time.Duration {
 	return max(retryDelay, 2*time.Millisecond)
 }
@@ -182,7 +182,7 @@ func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration) (*Lock,
 	}
 	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
 		l, r, err := rw.c.attemptHeld(ctx, ttl, func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
-			return rw.readAttempt(ctx, ttl, "") // it will not come back: no mark
+			return rw.readAttempt(ctx, ttl, nil) // it will not come back: no mark
 		})
 		return l, acquireEnd(l, r, 1, err), err
 	})
@@ -192,7 +192,8 @@ func (rw *RWLock) TryAcquireRead(ctx context.Context, ttl time.Duration) (*Lock,
 // reached or ctx ends, with Acquire's errors. Readers do not wait for each other; a release
 // of the writer wakes them. A refused attempt marks the reader waiting on the nodes that
 // refused it, so that the writer's release opens a read phase for it; once it holds, its marks
-// go from the nodes that did not grant it. Safe for concurrent use.
+// go from the nodes that did not grant it, and when it gives up (ctx ends, the retry limit, an
+// error) from every node. Safe for concurrent use.
 func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration) (*Lock, error) {
 	ttl, err := rw.args(ctx, ttl)
 	if err != nil {
@@ -200,10 +201,13 @@ func (rw *RWLock) AcquireRead(ctx context.Context, ttl time.Duration) (*Lock, er
 	}
 	return observed(rw.c, ctx, rw.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
 		key := "\x00rw-reader\x00" + strconv.FormatUint(rw.seq.Add(1), 10) + "\x00" + rw.keys.writer
-		waiter := newHolderID() // its mark on the nodes, the same at every attempt
+		w := &readWaiter{id: newHolderID()} // its mark on the nodes, the same at every attempt
 		l, r, n, err := rw.retrying(ctx, ttl, key, rw.set, true, func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
-			return rw.readAttempt(ctx, ttl, waiter)
+			return rw.readAttempt(ctx, ttl, w)
 		})
+		if l == nil {
+			rw.unmark(w, nil) // it gave up: no read phase is to wait for it
+		}
 		return l, acquireEnd(l, r, n, err), err
 	})
 }
@@ -275,12 +279,41 @@ type discardSink struct{}
 
 func (discardSink) Deliver(transport.Event) {}
 
+// readWaiter is one AcquireRead call's mark on the nodes (a waiting reader, lua/read_acquire.lua):
+// its waiter id, and the calls of its last attempt, after which its marks are removed.
+type readWaiter struct {
+	id   string
+	last []*transport.Call
+}
+
+// unmark removes w's marks, on each node after its last attempt's call there, from the nodes
+// that did not grant that attempt (granted nil: from every node). A reader that holds or that
+// gave up waits no longer, and no read phase is to wait for it. Nothing waits for the calls:
+// a node that misses one drops the mark when it expires.
+func (rw *RWLock) unmark(w *readWaiter, granted []bool) {
+	if w == nil || w.last == nil {
+		return // no attempt reached the nodes
+	}
+	cmd := newScriptCall(readReleaseScript, []string{rw.keys.readers, rw.keys.phase}, "", "", w.id)
+	for i := range rw.c.nodes {
+		if granted == nil || !granted[i] {
+			cl := cmd.newCall(0, discardSink{})
+			cl.Keep = true
+			rw.c.sendAfterTo(i, w.last[i], cl)
+		}
+	}
+}
+
 // readAttempt is one reader attempt: read_acquire.lua on every node, decided at a quorum of
 // places granted with validity left, or as soon as a quorum became impossible; undone on
-// every node when it fails. A node that refuses marks waiter (if not "") as a reader waiting
-// for the read phase.
-func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration, waiter string) (*Lock, attemptResult, error) {
+// every node when it fails. A node that refuses marks w (if not nil: TryAcquireRead leaves no
+// mark) as a reader waiting for the read phase.
+func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration, w *readWaiter) (*Lock, attemptResult, error) {
 	c := rw.c
+	waiter := ""
+	if w != nil {
+		waiter = w.id
+	}
 	id, n := newHolderID(), len(c.nodes)
 	start := c.cfg.clock.Now()
 	validityEnd := start.Add(ttl - Drift(ttl, c.cfg.driftFactor))
@@ -292,6 +325,9 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration, waiter str
 	for i := range c.nodes {
 		calls[i] = cmd.newCall(0, chanSink(events))
 		c.sendTo(i, calls[i])
+	}
+	if w != nil {
+		w.last = calls
 	}
 	granted, refused, failed := 0, 0, 0
 	grantedAt := make([]bool, n)
@@ -330,18 +366,9 @@ func (rw *RWLock) readAttempt(ctx context.Context, ttl time.Duration, waiter str
 		if Validity(ttl, start, now, c.cfg.driftFactor) > 0 {
 			l := &Lock{c: c, set: rw.set, key: rw.keys.writer, id: id, ttl: ttl, until: validityEnd, last: calls, granted: now, reader: &rw.keys}
 			l.tokens = l.one[:]
-			if waiter != "" {
-				// We wait no longer: our marks go from the nodes that did not grant us, or
-				// not yet (after their acquire call), so that no read phase waits for us.
-				unmark := newScriptCall(readReleaseScript, []string{rw.keys.readers, rw.keys.phase}, id, "", waiter)
-				for i := range c.nodes {
-					if !grantedAt[i] {
-						cl := unmark.newCall(0, discardSink{})
-						cl.Keep = true
-						c.sendAfterTo(i, calls[i], cl)
-					}
-				}
-			}
+			// We wait no longer: our marks go from the nodes that did not grant us, or not
+			// yet, so that no read phase waits for us.
+			rw.unmark(w, grantedAt)
 			c.remember(l)
 			return l, attemptResult{kind: attemptWon}, nil
 		}

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +54,10 @@ func TestRWLockSemantics(t *testing.T) {
 	other := newTestClient(t, clients)
 	ctx := ctxT(t, 10*time.Second)
 	rw, rw2 := c.RWLock("ledger:snapshot"), other.RWLock("ledger:snapshot")
+	frozen := time.Now() // the nodes' TIME: marks and phases end only when the test moves it
+	for _, s := range servers {
+		s.SetTime(frozen)
+	}
 	r1, err := rw.TryAcquireRead(ctx, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -127,9 +132,8 @@ func TestRWLockSemantics(t *testing.T) {
 	if err != nil {
 		t.Fatal("the waiting writer after the reader left:", err)
 	}
-	// A reader marked that never comes back (its Acquire cancelled) holds the read phase open
-	// for at most readPhaseMax: meanwhile writers are refused and readers come in despite the
-	// intent; afterwards the intent keeps readers out again.
+	// A reader that gives up (its context cancelled) takes its marks away: no read phase is
+	// to wait for it. (The nodes' clocks are frozen, so no mark expires meanwhile.)
 	gone, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
@@ -142,6 +146,17 @@ func TestRWLockSemantics(t *testing.T) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled reader: %v", err)
+	}
+	waitRW(t, ctx, rw, "the cancelled reader's marks gone from every node", func(st *RWStatus) bool {
+		return !slices.ContainsFunc(st.Nodes, func(n RWNodeStatus) bool { return n.Waiting != 0 })
+	})
+	// A reader marked that never comes back (its process died: a mark written here) holds
+	// the read phase open for at most readPhaseMax: meanwhile writers are refused and readers
+	// come in despite the intent; afterwards the intent keeps readers out again.
+	for _, s := range servers {
+		if _, err := s.ZAdd(rw.keys.phase, float64(frozen.Add(rwIntentTTL(DefaultRetryDelay)).UnixMilli()), "dead0000dead0000dead0000dead0000"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w3.Release(ctx); err != nil {
 		t.Fatal(err)
@@ -162,7 +177,7 @@ func TestRWLockSemantics(t *testing.T) {
 	// the phase is over although its reader never came.
 	for _, s := range servers {
 		d := readPhaseMax(DefaultRetryDelay) + time.Millisecond
-		s.SetTime(time.Now().Add(d))
+		s.SetTime(frozen.Add(d))
 		s.FastForward(d)
 	}
 	if _, err := rw.TryAcquireRead(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
