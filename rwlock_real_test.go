@@ -162,7 +162,7 @@ func TestRealRWLockLoad(t *testing.T) {
 
 // rwACLCommands are the commands docs/operations.md adds to the lock's ACL line for the
 // read/write lock's scripts.
-const rwACLCommands = "+zadd +zrem +zrange +zremrangebyscore +zscore +zcard"
+const rwACLCommands = "+zadd +zrem +zrange +zremrangebyscore +zscore"
 
 // TestRealRWLockACL runs the read/write lock as a Redis ACL user that may run only the
 // documented commands (the library's, the wake-ups' and the read/write lock's): readers
@@ -193,7 +193,10 @@ func TestRealRWLockACL(t *testing.T) {
 				continue
 			}
 			for _, e := range log {
-				if m, _ := e.(map[any]any); m["context"] == "lua" {
+				// The status's count of the writer key's waiter queue is read under pcall
+				// and shows "?" to a user without the queue's commands (lua/status.lua): the
+				// one refusal this user may see.
+				if m, _ := e.(map[any]any); m["context"] == "lua" && m["object"] != "zcard" {
 					t.Errorf("node %d: a script was refused a command: %v", i, m)
 				}
 			}

@@ -6,7 +6,7 @@
 -- waiter's mark goes too (a reader that holds, sent to the nodes that refused it, waits no
 -- longer), and a read phase whose last awaited reader that was ends.
 if KEYS[2] and ARGV[3] and ARGV[3] ~= '' and redis.call('ZREM', KEYS[2], ARGV[3]) == 1 then
-  if redis.call('ZSCORE', KEYS[2], 'r') and redis.call('ZCARD', KEYS[2]) == 1 then
+  if redis.call('ZSCORE', KEYS[2], 'r') and #redis.call('ZRANGE', KEYS[2], 0, 1) == 1 then
     redis.call('DEL', KEYS[2])
   end
 end

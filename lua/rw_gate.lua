@@ -32,7 +32,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', phase, '-inf', now)
 local ends = redis.call('ZSCORE', phase, 'r')
 if ends then
-  if redis.call('ZCARD', phase) > 1 then
+  if #redis.call('ZRANGE', phase, 0, 1) > 1 then
     return wait(tonumber(ends) - now) -- readers marked before the last writer's release go first
   end
   redis.call('DEL', phase) -- every reader it waited for has entered, or its mark expired

@@ -19,7 +19,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZREM', KEYS[2], 'r')
-if redis.call('ZCARD', KEYS[2]) > 0 then
+if #redis.call('ZRANGE', KEYS[2], 0, 0) > 0 then
   local ends = now + tonumber(ARGV[3])
   redis.call('ZADD', KEYS[2], ends, 'r')
   local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
