@@ -230,12 +230,7 @@ func TestRealSeedBoundNeedsTime(t *testing.T) {
 	}{{aclCommands, true}, {without, false}} {
 		acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "resetchannels", "-@all"}, strings.Fields(tc.commands)...)
 		cluster := redisproc.StartT(t, 3, redisproc.Config{ExtraArgs: acl})
-		var clients []redis.UniversalClient
-		for _, a := range cluster.Addrs() {
-			rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
-			t.Cleanup(func() { rc.Close() })
-			clients = append(clients, rc)
-		}
+		clients := aclUserClients(t, cluster.Addrs(), pw)
 		rogue := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithClock(aheadClock{24 * time.Hour}))
 		l, err := rogue.TryAcquire(ctxT(t, 10*time.Second), "bound:k", 10*time.Second)
 		if refused := err != nil; refused != tc.refused || (refused && !strings.Contains(err.Error(), "ahead of this node's clock")) {

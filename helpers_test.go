@@ -206,3 +206,17 @@ func schedLag() (stop func() time.Duration) {
 		return worst
 	}
 }
+
+// aclUserClients returns one go-redis client per address that logs in as the ACL user "lock"
+// with password pw (the real-server ACL tests start their nodes with that user), closed when
+// the test ends.
+func aclUserClients(tb testing.TB, addrs []string, pw string) []redis.UniversalClient {
+	tb.Helper()
+	cs := make([]redis.UniversalClient, 0, len(addrs))
+	for _, a := range addrs {
+		rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
+		tb.Cleanup(func() { rc.Close() })
+		cs = append(cs, rc)
+	}
+	return cs
+}

@@ -362,12 +362,7 @@ func TestRealACLUser(t *testing.T) {
 	acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "resetchannels", "-@all"}, strings.Fields(aclCommands)...)
 	cluster := redisproc.StartT(t, 5, redisproc.Config{ExtraArgs: acl})
 	admin := cluster.ClientsT(t) // the default user, to set the counters out of step
-	var clients []redis.UniversalClient
-	for _, a := range cluster.Addrs() {
-		rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
-		t.Cleanup(func() { rc.Close() })
-		clients = append(clients, rc)
-	}
+	clients := aclUserClients(t, cluster.Addrs(), pw)
 	ctx := ctxT(t, 30*time.Second)
 	fence := slotCounter("acl:k")
 	initial := []int64{10, 10, 5, 3, 12} // no three equal after an increment: the slow path

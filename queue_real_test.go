@@ -230,15 +230,7 @@ func TestRealQueueWithoutQueueCommands(t *testing.T) {
 	acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "&*", "-@all"}, strings.Fields(aclCommands)...)
 	acl = append(acl, "+publish", "+subscribe", "+unsubscribe")
 	cluster := redisproc.StartT(t, 5, redisproc.Config{ExtraArgs: acl})
-	userClients := func() []redis.UniversalClient {
-		var cs []redis.UniversalClient
-		for _, a := range cluster.Addrs() {
-			rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
-			t.Cleanup(func() { rc.Close() })
-			cs = append(cs, rc)
-		}
-		return cs
-	}
+	userClients := func() []redis.UniversalClient { return aclUserClients(t, cluster.Addrs(), pw) }
 	ctx := ctxT(t, 30*time.Second)
 	a := newTestClient(t, userClients())
 	b := newTestClient(t, userClients(), WithRetryDelay(100*time.Millisecond))

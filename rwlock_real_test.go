@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/redisproc"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestRealRWLockLoad: 32 readers and 2 writers in 4 Clients loop on one read/write lock on 5
@@ -178,12 +177,7 @@ func TestRealRWLockACL(t *testing.T) {
 	acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "resetchannels", "&redlock:wake:*", "-@all",
 		"+publish", "+subscribe", "+unsubscribe"}, strings.Fields(aclCommands+" "+rwACLCommands)...)
 	cluster := redisproc.StartT(t, 3, redisproc.Config{ExtraArgs: acl})
-	var clients []redis.UniversalClient
-	for _, a := range cluster.Addrs() {
-		rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
-		t.Cleanup(func() { rc.Close() })
-		clients = append(clients, rc)
-	}
+	clients := aclUserClients(t, cluster.Addrs(), pw)
 	admin := cluster.ClientsT(t)
 	t.Cleanup(func() { // even after a Fatal: no script was refused a command (the nodes' ACL LOG)
 		for i, a := range admin {

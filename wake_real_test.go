@@ -188,15 +188,7 @@ func TestRealWakeWithoutChannelPermission(t *testing.T) {
 	acl = append(acl, "+publish", "+subscribe", "+unsubscribe")
 	cluster := redisproc.StartT(t, 5, redisproc.Config{ExtraArgs: acl})
 	admin := cluster.ClientsT(t)
-	userClients := func() []redis.UniversalClient {
-		var cs []redis.UniversalClient
-		for _, a := range cluster.Addrs() {
-			rc := redis.NewClient(&redis.Options{Addr: a, Username: "lock", Password: pw, MaxRetries: -1})
-			t.Cleanup(func() { rc.Close() })
-			cs = append(cs, rc)
-		}
-		return cs
-	}
+	userClients := func() []redis.UniversalClient { return aclUserClients(t, cluster.Addrs(), pw) }
 	ctx := ctxT(t, 30*time.Second)
 	a := newTestClient(t, userClients(), WithNodeTimeout(time.Second))
 	b := newTestClient(t, userClients(), WithNodeTimeout(time.Second), WithRetryDelay(100*time.Millisecond))
