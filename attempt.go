@@ -111,7 +111,7 @@ type attemptEvent struct {
 func (a *attempt) Deliver(ev transport.Event) {
 	e := attemptEvent{ev: ev}
 	if ev.Tag == tagAcquire && (ev.Out == transport.Replied || ev.Out == transport.Late) {
-		e.reply = decodeAcquire(ev, a.set, a.queue != nil, a.setnx)
+		e.reply = decodeAcquire(ev, a.set, a.queue != nil, a.writer != nil, a.setnx)
 	}
 	if a.obs != nil && transport.FirstOutcome(ev) {
 		a.observeNode(e)
@@ -336,7 +336,7 @@ func (a *attempt) apply(e attemptEvent) {
 			a.ahead = r.ahead
 		}
 		a.left = max(a.left, r.left)
-		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: r.left, key: r.heldKey, ahead: r.ahead})
+		a.nodeErrs[i] = a.c.nodeErr(i, heldError{left: r.left, key: r.heldKey, ahead: r.ahead, why: r.why})
 		a.each(func(t *acquireTally) { t.refused(i) })
 	default:
 		a.mayHold[i] = true
@@ -389,7 +389,8 @@ type acquireReply struct {
 	counters []int64 // a multi-key lock's counters, one per key
 	left     int64
 	heldKey  string
-	ahead    int // -1 when the acquire was not queued
+	ahead    int     // -1 when the acquire was not queued
+	why      refusal // a read/write lock's writer: what refused it
 	err      error
 }
 
@@ -403,9 +404,11 @@ func (r *acquireReply) counter(k int) int64 {
 
 // decodeAcquire decodes an acquire call's reply. A single key's script returns its counter
 // when the key was set, else minus the other key's remaining milliseconds (for a queued
-// acquire, that times 65536 plus the waiters ahead of us, as acquire.lua encodes it); SET NX
-// returns 1 or 0; acquire_multi.lua returns {1, counters...} or {0, left, held key's index}.
-func decodeAcquire(ev transport.Event, set lockKeys, queued, setnx bool) acquireReply {
+// acquire, that times 65536 plus the waiters ahead of us, as acquire.lua encodes it; for a
+// read/write lock's writer, that times 65536 plus why it was refused, as lua/rw_gate.lua
+// encodes it); SET NX returns 1 or 0; acquire_multi.lua returns {1, counters...} or {0,
+// left, held key's index}.
+func decodeAcquire(ev transport.Event, set lockKeys, queued, writer, setnx bool) acquireReply {
 	r := acquireReply{ahead: -1, err: ev.Err}
 	switch {
 	case ev.Err != nil:
@@ -417,6 +420,8 @@ func decodeAcquire(ev transport.Event, set lockKeys, queued, setnx bool) acquire
 		r.left = -1
 	case queued:
 		r.left, r.ahead = -ev.Val>>16, int(-ev.Val&0xffff)
+	case writer:
+		r.left, r.why = -ev.Val>>16, refusal(-ev.Val&0xffff)
 	default:
 		r.left = -ev.Val
 	}

@@ -46,10 +46,25 @@ type heldError struct {
 	// ahead, for a queued Acquire (queue.go): the waiters ahead of ours in the node's queue
 	// for the key; -1 when the acquire was not queued.
 	ahead int
+	why   refusal // a read/write lock's writer: readers or a read phase, not a holder
 }
+
+// refusal is why a node refused a read/write lock's writer (lua/rw_gate.lua): the writer key
+// is held (refusedHeld, as for any lock key), readers hold there, or a read phase is open.
+type refusal int
+
+const (
+	refusedHeld refusal = iota
+	refusedReaders
+	refusedReadPhase
+)
 
 func (e heldError) Error() string {
 	switch {
+	case e.why == refusedReaders:
+		return fmt.Sprintf("readers hold (%d ms until the last reader's place expires)", e.left)
+	case e.why == refusedReadPhase:
+		return fmt.Sprintf("a read phase is open: waiting readers go first (%d ms left at most)", e.left)
 	case e.left < 0:
 		return "key present (held by another holder, or a resent SET of ours)"
 	case e.key != "":

@@ -69,8 +69,8 @@ func TestRWLockSemantics(t *testing.T) {
 	if r1.Token() != 0 || r1.Key() != rw.Key() {
 		t.Errorf("reader: token %d, key %q", r1.Token(), r1.Key())
 	}
-	if _, err := rw2.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
-		t.Fatalf("writer while readers hold: %v, want ErrNotAcquired", err)
+	if _, err := rw2.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "readers hold") {
+		t.Fatalf("writer while readers hold: %v, want ErrNotAcquired saying readers hold", err)
 	}
 	// The refused writer waits: new readers are refused (a stream cannot starve it).
 	if _, err := rw.TryAcquireRead(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
@@ -91,8 +91,8 @@ func TestRWLockSemantics(t *testing.T) {
 	if _, err := rw.TryAcquireRead(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("reader while a writer holds: %v", err)
 	}
-	if _, err := rw.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
-		t.Fatalf("second writer: %v", err)
+	if _, err := rw.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "key held by another holder") {
+		t.Fatalf("second writer: %v, want ErrNotAcquired saying the key is held", err)
 	}
 	// A waiting reader is marked on the nodes that refuse it, and the writer's release opens
 	// a read phase for it, which ends when it has come in: a writer is refused until then.
@@ -166,8 +166,8 @@ func TestRWLockSemantics(t *testing.T) {
 	}) {
 		t.Errorf("read phase: %+v; want on a quorum \"r\", 1 to come, at most %v left", st.Nodes, readPhaseMax(DefaultRetryDelay))
 	}
-	if _, err := rw2.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) {
-		t.Fatalf("writer in the read phase: %v, want ErrNotAcquired", err)
+	if _, err := rw2.TryAcquireWrite(ctx, 10*time.Second); !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "a read phase is open") {
+		t.Fatalf("writer in the read phase: %v, want ErrNotAcquired saying a read phase is open", err)
 	}
 	r4, err := rw.TryAcquireRead(ctx, 10*time.Second)
 	if err != nil {

@@ -8,7 +8,7 @@ var scriptSHAs = map[string]string{
 	"acquire":        "273cec841dcf2a7a281407cef95500f994299409",
 	"acquire_multi":  "621ff5600c403b95ae921614723d6a80193abc48",
 	"acquire_queued": "f7653f0a8ba59ddb426e254f1d494cb2986e9c80",
-	"acquire_write":  "f805a4acb2ba0ccf2cb249762d56b951e20d5d56",
+	"acquire_write":  "a8b58c2d8e07b57426cc9a59bcdc9849273c3791",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",
 	"fence_get":      "3d91a01ee7912d8d409e62ded27bc787b686166c",

@@ -13,18 +13,21 @@
 -- ARGV[6]     the intent's TTL in milliseconds
 -- ARGV[7]     the waiting writer's Client id (the intent's value: the Client's writers share it)
 --
--- Returns acquire.lua's reply, or minus the milliseconds left of the read phase or until the
--- last reader's place expires (a refusal, as for a held key; nothing changed but the intent).
+-- Returns acquire.lua's reply, or, for a refusal, minus (the milliseconds it lasts, at least
+-- 1) × 65536 + why: 0 the writer key is held (acquire.lua's refusal, re-encoded by
+-- rw_gate_end.lua), 1 readers hold (until the last reader's place expires), 2 a read phase is
+-- open (until its end); nothing changed but the intent.
 local readers, intent, phase, intentMS, waiter = KEYS[4], KEYS[5], KEYS[6], ARGV[6], ARGV[7]
 KEYS[4], KEYS[5], KEYS[6], ARGV[6], ARGV[7] = nil, nil, nil, nil, nil -- acquire.lua sees an unqueued acquire
 
--- wait marks this Client's intent (unless another writer's is there) and returns the refusal.
-local function wait(left)
+-- wait marks this Client's intent (unless another writer's is there) and returns the refusal
+-- for why.
+local function wait(left, why)
   local cur = redis.call('GET', intent)
   if not cur or cur == waiter then
     redis.call('SET', intent, waiter, 'PX', intentMS)
   end
-  return -math.max(left, 1)
+  return -(math.max(left, 1) * 65536 + why)
 end
 
 local t = redis.call('TIME')
@@ -33,13 +36,13 @@ redis.call('ZREMRANGEBYSCORE', phase, '-inf', now)
 local ends = redis.call('ZSCORE', phase, 'r')
 if ends then
   if #redis.call('ZRANGE', phase, 0, 1) > 1 then
-    return wait(tonumber(ends) - now) -- readers marked before the last writer's release go first
+    return wait(tonumber(ends) - now, 2) -- readers marked before the last writer's release go first
   end
   redis.call('DEL', phase) -- every reader it waited for has entered, or its mark expired
 end
 redis.call('ZREMRANGEBYSCORE', readers, '-inf', now)
 local last = redis.call('ZRANGE', readers, -1, -1, 'WITHSCORES')
 if last[2] then
-  return wait(tonumber(last[2]) - now)
+  return wait(tonumber(last[2]) - now, 1)
 end
 local function acquire_body()
