@@ -72,3 +72,32 @@ func TestBadInputSendsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBadNamesSayName: a semaphore, election or read/write lock refuses an empty, reserved or
+// over-long name with one error that speaks of the name, led by ErrInvalidArgument once (not a
+// lock key's error wrapped inside the kind's).
+func TestBadNamesSayName(t *testing.T) {
+	_, nodes := miniNodes(t, 1)
+	c := newTestClient(t, nodes)
+	long := strings.Repeat("n", MaxKeyLen+1)
+	kinds := []struct {
+		kind string
+		err  func(name string) error
+	}{
+		{"semaphore", func(n string) error { return c.Semaphore(n, 2).err }},
+		{"election", func(n string) error { return c.Election(n).err }},
+		{"read/write lock", func(n string) error { return c.RWLock(n).err }},
+	}
+	for _, k := range kinds {
+		for _, tc := range []struct{ name, want string }{
+			{"", "redlock: invalid argument: " + k.kind + " name is empty"},
+			{FencePrefix + "x", fmt.Sprintf("redlock: invalid argument: %s name %q starts with the reserved prefix %q", k.kind, FencePrefix+"x", FencePrefix)},
+			{long, fmt.Sprintf("redlock: invalid argument: %s name %q is %d bytes, longer than MaxKeyLen (%d)", k.kind, quoteKey(long), len(long), MaxKeyLen)},
+		} {
+			err := k.err(tc.name)
+			if !errors.Is(err, ErrInvalidArgument) || err.Error() != tc.want {
+				t.Errorf("%s %.20q:\n got %v\nwant %s", k.kind, tc.name, err, tc.want)
+			}
+		}
+	}
+}

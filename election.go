@@ -62,13 +62,15 @@ func (c *Client) Election(name string) *Election {
 func (e *Election) build() error {
 	key, err := slotKey(ElectionPrefix, e.name, true, namePrefixes...)
 	if err != nil {
-		return fmt.Errorf("election %q: %w", quoteKey(e.name), err)
+		return nameError("election", e.name, err)
 	}
 	if e.set, err = newDerivedLockKeys(key); err != nil {
-		return fmt.Errorf("election %q: %w", quoteKey(e.name), err)
+		return nameError("election", e.name, err)
 	}
-	e.record, err = slotKey(LeaderPrefix, e.name, true, namePrefixes...)
-	return err
+	if e.record, err = slotKey(LeaderPrefix, e.name, true, namePrefixes...); err != nil {
+		return nameError("election", e.name, err)
+	}
+	return nil
 }
 
 // Name returns the election's name.

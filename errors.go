@@ -98,6 +98,22 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
+// nameError is the error of a name refused for a semaphore, election or read/write lock
+// (kind). A name follows a lock key's rules (slotKey), and slotKey's refusal of it is said of
+// the name, with one "redlock: invalid argument" in front: `redlock: invalid argument:
+// read/write lock name is empty`, not `read/write lock "": redlock: invalid argument: key is
+// empty`.
+func nameError(kind, name string, err error) error {
+	if !errors.Is(err, ErrInvalidArgument) {
+		return fmt.Errorf("redlock: %s %q: %w", kind, quoteKey(name), err)
+	}
+	msg := strings.TrimPrefix(err.Error(), ErrInvalidArgument.Error()+": ")
+	if rest, ok := strings.CutPrefix(msg, "key "); ok {
+		return invalidf("%s name %s", kind, rest)
+	}
+	return invalidf("%s %q: %s", kind, quoteKey(name), msg)
+}
+
 // NodeError is the failure of one node in one operation. Node is the node's index in the
 // slice given to [New]; Addr is its address when the client exposes one. Err is the cause
 // (a go-redis or network error, a timeout, or the node's refusal) and is returned by Unwrap.

@@ -100,11 +100,11 @@ func (rw *RWLock) build() error {
 		prefix string
 	}{{&rw.keys.writer, RWPrefix}, {&rw.keys.readers, ReadersPrefix}, {&rw.keys.intent, IntentPrefix}, {&rw.keys.phase, PhasePrefix}} {
 		if *k.dst, err = slotKey(k.prefix, rw.name, true, namePrefixes...); err != nil {
-			return fmt.Errorf("read/write lock %q: %w", quoteKey(rw.name), err)
+			return nameError("read/write lock", rw.name, err)
 		}
 	}
 	if rw.set, err = newDerivedLockKeys(rw.keys.writer); err != nil {
-		return fmt.Errorf("read/write lock %q: %w", quoteKey(rw.name), err)
+		return nameError("read/write lock", rw.name, err)
 	}
 	return nil
 }

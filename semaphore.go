@@ -78,17 +78,17 @@ func (s *Semaphore) build() error {
 	for i := range keys {
 		k, err := permitKey(s.name, i)
 		if err != nil {
-			return fmt.Errorf("semaphore %q: %w", quoteKey(s.name), err)
+			return nameError("semaphore", s.name, err)
 		}
 		set, err := newDerivedLockKeys(k)
 		if err != nil {
-			return fmt.Errorf("semaphore %q: permit key: %w", quoteKey(s.name), err)
+			return nameError("semaphore", s.name, err)
 		}
 		keys[i], s.keys[i] = k, set
 	}
 	all, err := newDerivedLockKeys(keys...)
 	if err != nil {
-		return fmt.Errorf("semaphore %q: %w", quoteKey(s.name), err)
+		return nameError("semaphore", s.name, err)
 	}
 	s.all = all
 	// Apart from every lock's queue: a single-key lock queues under its key, a multi-key

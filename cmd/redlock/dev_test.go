@@ -140,8 +140,8 @@ func TestStatusCommandLine(t *testing.T) {
 		{nil, []string{"status", "--election", "--rwlock", "--nodes", "redis://" + closed, "k"}, exitUsage, "--election, --rwlock and --permits are mutually exclusive"},
 		{nil, []string{"status", "--permits", "2", "--rwlock", "--nodes", "redis://" + closed, "k"}, exitUsage, "--election, --rwlock and --permits are mutually exclusive"},
 		{nil, []string{"status", "k", "--election", "--permits", "3", "--nodes", "redis://" + closed}, exitUsage, "--election, --rwlock and --permits are mutually exclusive"},
-		{nil, []string{"status", "--election", "--nodes", "redis://" + closed, "redlock:fence:x"}, exitUsage, "status: bad election: election"},
-		{nil, []string{"status", "--rwlock", "--nodes", "redis://" + closed, ""}, exitUsage, "status: bad read/write lock: read/write lock"},
+		{nil, []string{"status", "--election", "--nodes", "redis://" + closed, "redlock:fence:x"}, exitUsage, "status: bad election: invalid argument: election name \"redlock:fence:x\" starts with the reserved prefix"},
+		{nil, []string{"status", "--rwlock", "--nodes", "redis://" + closed, ""}, exitUsage, "status: bad read/write lock: invalid argument: read/write lock name is empty"},
 		{nil, []string{"status", "--election=maybe", "--nodes", "redis://" + closed, "k"}, exitUsage, "invalid boolean value"},
 	} {
 		code, out, errOut := cli(t, tc.vars, tc.args...)
