@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -156,7 +157,7 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 		}
 		return err
 	}
-	x.notef("acquiring %s on %d nodes (quorum %d), ttl %v, wait %v", cfg.lockName(), len(urls), c.Quorum(), cfg.ttl, cfg.wait)
+	x.notef("taking %s on %d nodes (quorum %d), ttl %v, wait %v", cfg.subject(), len(urls), c.Quorum(), cfg.ttl, cfg.wait)
 	r.startWait() // --wait counts from here, not the preflight
 	res, err := x.hold(acqCtx, c, r)
 	return x.outcome(acqCtx, clients, res, err)
@@ -194,7 +195,7 @@ func (x *execRun) hold(ctx context.Context, c *redlock.Client, r *router) (*chil
 		if !r.begin() {
 			return errNotStarted
 		}
-		x.notef("acquired %s, token %s, valid for %v; running %s", cfg.lockName(), strings.Join(h.tokens, ","), time.Until(h.until()).Round(time.Millisecond), strings.Join(cfg.argv, " "))
+		x.notef("%s %s, token %s, valid for %v; running %s", cfg.taken(), cfg.subject(), strings.Join(h.tokens, ","), time.Until(h.until()).Round(time.Millisecond), strings.Join(cfg.argv, " "))
 		res = x.supervise(fctx, h, r.fwd)
 		return res.startErr
 	}
@@ -228,15 +229,15 @@ func (x *execRun) outcome(acqCtx context.Context, clients []redis.UniversalClien
 	case res != nil && res.startErr != nil:
 		return &exitError{code: exitCannotRun, err: fmt.Errorf("exec: cannot start %q: %v (the lock was released)", cfg.argv[0], unwrapExecErr(res.startErr))}
 	case errors.Is(err, redlock.ErrLockLost) && res != nil:
-		return &exitError{code: cfg.lostCode, err: fmt.Errorf("exec: lock %s lost while the command ran: %s; %s",
-			cfg.lockName(), lostDetail(err), res.describe())}
+		return &exitError{code: cfg.lostCode, err: fmt.Errorf("exec: %s lost while the command ran: %s; %s",
+			cfg.subject(), lostDetail(err), res.describe())}
 	case errors.Is(err, redlock.ErrInvalidArgument):
 		return usageErrorf("exec: bad KEY or --ttl: %s", bare(err))
 	case err != nil:
 		return x.notAcquired(acqCtx, clients, err)
 	}
 	code, what := exitStatus(res.state)
-	x.notef("command %s; lock %s released", what, cfg.lockName())
+	x.notef("command %s; %s released", what, cfg.subject())
 	if code == 0 {
 		return nil
 	}
@@ -283,13 +284,13 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 	dc, derr := redlock.New(clients, redlock.WithNodeTimeout(max(cfg.nodeTimeout, diagnoseTimeout)), redlock.WithAmnesiaTolerance(cfg.amnesia),
 		redlock.WithCounterLayout(cfg.layout))
 	if derr != nil {
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, attemptDetail(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: %s not %s (%s): %s", cfg.subject(), cfg.taken(), how, attemptDetail(err))}
 	}
 	x.open = append(x.open, dc) // closed with the other at the end of the run
 	st, serr := x.contended(context.WithoutCancel(acqCtx), dc)
 	switch {
 	case serr != nil:
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, attemptDetail(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: %s not %s (%s): %s", cfg.subject(), cfg.taken(), how, attemptDetail(err))}
 	case answered(st) < st.Quorum:
 		var failed []string
 		for _, ns := range st.Nodes {
@@ -297,20 +298,34 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 				failed = append(failed, fmt.Sprintf("node %s: %s", ns.Addr, nodeErrText(ns.Err)))
 			}
 		}
-		return fmt.Errorf("exec: lock %s not acquired: only %d of %d nodes answered, quorum is %d; %s",
-			cfg.lockName(), answered(st), len(st.Nodes), st.Quorum, strings.Join(failed, "; "))
+		return fmt.Errorf("exec: %s not %s: only %d of %d nodes answered, quorum is %d; %s",
+			cfg.subject(), cfg.taken(), answered(st), len(st.Nodes), st.Quorum, strings.Join(failed, "; "))
 	case !st.HeldByQuorum():
 		// Free now: the holder let go just after our attempt, or the attempt failed for
 		// another reason (a split vote, slow nodes); its own error says which.
-		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s; the attempt: %s",
-			cfg.lockName(), how, x.describeHolder(st), attemptDetail(err))}
+		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: %s not %s (%s): %s; the attempt: %s",
+			cfg.subject(), cfg.taken(), how, x.describeHolder(st), attemptDetail(err))}
 	}
-	return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: lock %s not acquired (%s): %s", cfg.lockName(), how, x.describeHolder(st))}
+	return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: %s not %s (%s): %s%s", cfg.subject(), cfg.taken(), how,
+		x.leaderDetail(context.WithoutCancel(acqCtx), dc), x.describeHolder(st))}
+}
+
+// leaderDetail is, for elect, who leads the election that was not won: `led by "VALUE"
+// (term T); `, read from a quorum; "" for exec, or when the leader cannot be read.
+func (x *execRun) leaderDetail(ctx context.Context, dc *redlock.Client) string {
+	if x.cfg.election == "" {
+		return ""
+	}
+	info, err := dc.Election(x.cfg.election).Leader(ctx)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("led by %s (term %v); ", strconv.Quote(info.Value), info.Term)
 }
 
 func (x *execRun) interruptedErr(intr *interrupted) error {
 	return &exitError{code: 128 + signalNumber(intr.sig),
-		err: fmt.Errorf("exec: %s while waiting for lock %s; the command did not run", intr, x.cfg.lockName())}
+		err: fmt.Errorf("exec: %s while waiting for %s; the command did not run", intr, x.cfg.subject())}
 }
 
 // notef prints a notice on stderr with --verbose.

@@ -214,14 +214,26 @@ func lookCommand(name string) (string, error) {
 	return path, nil
 }
 
-// lockName names exec's lock in messages: the quoted key, or the quoted keys in brackets.
-func (cfg *execConfig) lockName() string {
-	if len(cfg.keys) == 1 || cfg.election != "" {
-		return strconv.Quote(cfg.keys[0])
+// subject names what exec (or elect) takes, in messages: lock "KEY", lock ["K1" "K2"] for
+// several keys, or election "NAME".
+func (cfg *execConfig) subject() string {
+	if cfg.election != "" {
+		return "election " + strconv.Quote(cfg.election)
+	}
+	if len(cfg.keys) == 1 {
+		return "lock " + strconv.Quote(cfg.keys[0])
 	}
 	q := make([]string, len(cfg.keys))
 	for i, k := range cfg.keys {
 		q[i] = strconv.Quote(k)
 	}
-	return "[" + strings.Join(q, " ") + "]"
+	return "lock [" + strings.Join(q, " ") + "]"
+}
+
+// taken is the verb of taking the subject: a lock is acquired, an election won.
+func (cfg *execConfig) taken() string {
+	if cfg.election != "" {
+		return "won"
+	}
+	return "acquired"
 }

@@ -5,6 +5,7 @@ package main
 // Tests of exec's and elect's --wait on embedded nodes, in-process: what it counts.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -78,5 +79,18 @@ func TestExecWaitCountsFromFirstAttempt(t *testing.T) {
 	}
 	if took < wait || took > wait+time.Second {
 		t.Errorf("exec --wait %v on a held lock returned after %v; want at least %v, and well within 1 s more", wait, took, wait)
+	}
+
+	// elect names the election, and who leads it, not the election's lock key.
+	ld, err := c.Election("led").Campaign(t.Context(), "host-b", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Resign(t.Context())
+	code, out, errOut = cli(t, nil, "elect", "--nodes", fast, "--wait", wait.String(), "led", "--", "sh", "-c", "echo ran")
+	requireOneLineError(t, code, errOut, defaultConflictExitCode,
+		fmt.Sprintf(`election "led" not won (waited 50ms): led by "host-b" (term %v); held by %s`, ld.Term(), ld.ID()[:8]))
+	if out != "" {
+		t.Errorf("elect ran the command while another candidate led: stdout %q", out)
 	}
 }
