@@ -328,6 +328,12 @@ func TestParseElectionAndRWKeys(t *testing.T) {
 			if n, ok := ParseRWKey(rw.Key()); !ok || n != name {
 				t.Errorf("ParseRWKey(%q) = %q, %v; want %q", quoteKey(rw.Key()), quoteKey(n), ok, quoteKey(name))
 			}
+			if n, ok := ParseReadersKey(rw.ReadersKey()); !ok || n != name {
+				t.Errorf("ParseReadersKey(%q) = %q, %v; want %q", quoteKey(rw.ReadersKey()), quoteKey(n), ok, quoteKey(name))
+			}
+			if _, ok := ParseRWKey(rw.ReadersKey()); ok {
+				t.Errorf("ParseRWKey parsed the readers key %q", quoteKey(rw.ReadersKey()))
+			}
 		}
 	}
 	for _, k := range []string{"orders:42", ElectionPrefix, RWPrefix + "x", ElectionPrefix + "{a}x", LeaderPrefix + "{a}"} {
@@ -337,5 +343,10 @@ func TestParseElectionAndRWKeys(t *testing.T) {
 	}
 	if _, ok := ParseRWKey(RWPrefix + "x"); ok {
 		t.Errorf("ParseRWKey of a key no name makes parsed")
+	}
+	for _, k := range []string{ReadersPrefix + "x", RWPrefix + "{x}", "orders:42", ReadersPrefix} {
+		if _, ok := ParseReadersKey(k); ok {
+			t.Errorf("ParseReadersKey(%q) parsed", k)
+		}
 	}
 }

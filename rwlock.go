@@ -120,6 +120,15 @@ func (rw *RWLock) Key() string {
 	return rw.keys.writer
 }
 
+// ReadersKey returns the key of the readers' places on each node, a sorted set of holder
+// ids scored by when each place expires ("" for an invalid lock); [RWLock.Status] reads it.
+func (rw *RWLock) ReadersKey() string {
+	if rw.err != nil {
+		return ""
+	}
+	return rw.keys.readers
+}
+
 func (rw *RWLock) args(ctx context.Context, ttl time.Duration) (time.Duration, error) {
 	if ctx == nil {
 		return 0, invalidf("context is nil")
@@ -406,4 +415,15 @@ func ParseRWKey(key string) (name string, ok bool) {
 		return "", false
 	}
 	return nameOf(RWPrefix, rest, key)
+}
+
+// ParseReadersKey reports whether key is a read/write lock's readers key
+// ([RWLock.ReadersKey]) and returns the lock's name, for tools that find read/write locks
+// by their readers (redlock top).
+func ParseReadersKey(key string) (name string, ok bool) {
+	rest, found := strings.CutPrefix(key, ReadersPrefix)
+	if !found {
+		return "", false
+	}
+	return nameOf(ReadersPrefix, rest, key)
 }

@@ -207,6 +207,13 @@ type placeDoc struct {
 }
 
 func writeRWJSON(w io.Writer, st *redlock.RWStatus) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(newRWDoc(st))
+}
+
+// newRWDoc is st as status --rwlock --json shows it (and top --json, in rwlocks[]).
+func newRWDoc(st *redlock.RWStatus) rwDoc {
 	doc := rwDoc{RWLock: st.Name, State: rwState(st), Quorum: st.Quorum, Total: len(st.Nodes), Readers: st.Readers,
 		ReadersAnswered: st.ReadersAnswered, Writer: newStatusDoc(st.Writer), Nodes: make([]rwNodeDoc, 0, len(st.Nodes))}
 	if doc.Readers == nil {
@@ -223,7 +230,5 @@ func writeRWJSON(w io.Writer, st *redlock.RWStatus) error {
 		}
 		doc.Nodes = append(doc.Nodes, nd)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doc)
+	return doc
 }

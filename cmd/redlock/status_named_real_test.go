@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestRealStatusRWLockAndElection: on redis-server nodes, status --rwlock shows a held
@@ -71,5 +73,93 @@ func TestRealStatusRWLockAndElection(t *testing.T) {
 	code, out, errOut = cli(t, nil, "status", "--election", "--nodes", nodes, "sched")
 	if want := "leader: term " + ld.Term().String() + `, value "host-a:8080", holder ` + ld.ID()[:8]; code != 0 || !strings.Contains(out, want) {
 		t.Errorf("a leader: exit %d, stderr %q; want %q in:\n%s", code, errOut, want, out)
+	}
+}
+
+// TestRealTopShowsReaders: top finds a read/write lock that only readers hold (no writer
+// key anywhere) by its readers sets, and shows one readers row for it, right after its
+// writer's row when a writer's key is there too: the readers on a quorum, on how many nodes,
+// the count on each node, and the "!" mark for a place on one node alone (a reader whose
+// acquire is under way or being undone); --json has the same in rwlocks[].
+func TestRealTopShowsReaders(t *testing.T) {
+	t.Parallel()
+	cluster, nodes := startCluster(t, 3)
+	c := libClient(t, cluster)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rw := c.RWLock("balances")
+	var ids []string
+	for range 2 {
+		r, err := rw.TryAcquireRead(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Release(ctx)
+		ids = append(ids, r.ID())
+	}
+	slices.Sort(ids)
+	// A place on node 0 alone, a minute from now on its clock.
+	n0 := cluster.ClientsT(t)[0]
+	now, err := n0.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lone = "0123456789abcdef0123456789abcdef"
+	if err := n0.ZAdd(ctx, rw.ReadersKey(), redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: lone}).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	doc, _ := topJSON(t, 0, "--nodes", nodes)
+	if doc.FoundRW != 1 || len(doc.RWLocks) != 1 {
+		t.Fatalf("top --json: %d read/write locks found, %d shown; want the one that readers hold", doc.FoundRW, len(doc.RWLocks))
+	}
+	got := doc.RWLocks[0]
+	if got.RWLock != "balances" || !slices.Equal(got.Readers, ids) || got.ReadersState != "read" || !got.ReadersDisagree ||
+		got.ReaderNodes != 3 || got.ReadTTLMillis <= 50_000 || got.Nodes[0].Readers != 3 || got.Nodes[1].Readers != 2 {
+		t.Errorf("top --json rwlocks[0] = %+v; want readers %v on 3 nodes, 3 places on node 0, disagreeing, about a minute left", got, ids)
+	}
+
+	code, out, errOut := runBin(t, nil, "top", "--once", "--nodes", nodes)
+	if code != 0 {
+		t.Fatalf("top: exit %d, stderr %q", code, errOut)
+	}
+	lines := strings.Split(out, "\n")
+	row := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, `rwlock "balances" readers`) })
+	if row < 0 {
+		t.Fatalf("no readers row for \"balances\":\n%s", out)
+	}
+	if f := strings.Fields(lines[row]); f[0] != "!" || !slices.Contains(f, "2") || !slices.Contains(f, "3/3") || f[len(f)-3] != "3r" || f[len(f)-1] != "2r" {
+		t.Errorf("readers row %q: want the ! mark, 2 readers, 3/3 nodes, 3r 2r 2r", lines[row])
+	}
+	if !strings.Contains(out, "readers of 1 read/write locks shown, of 1 found") {
+		t.Errorf("the header does not count the read/write lock:\n%s", out)
+	}
+
+	// A lock with a writer's key and readers' places (written here: the lock lets no reader
+	// in beside a writer) has its readers row right after its writer row, and the rows are in
+	// byte order of the keys.
+	audit := c.RWLock("audit")
+	w, err := audit.TryAcquireWrite(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Release(ctx)
+	for _, rc := range cluster.ClientsT(t) {
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.ZAdd(ctx, audit.ReadersKey(), redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: lone}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, out, _ = runBin(t, nil, "top", "--once", "--nodes", nodes)
+	lines = strings.Split(out, "\n")
+	at := func(label string) int {
+		return slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, label) })
+	}
+	writer, readers, other := at(`rwlock "audit" writer`), at(`rwlock "audit" readers`), at(`rwlock "balances" readers`)
+	if writer < 0 || readers != writer+1 || other < readers {
+		t.Errorf("want the rows of \"audit\" (writer, then readers) before the readers of \"balances\":\n%s", out)
 	}
 }

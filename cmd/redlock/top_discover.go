@@ -20,24 +20,31 @@ import (
 // about 17 calls.
 const topScanCount = 1000
 
-// topFound is what one node's scan found: keys that hold a holder id and have a TTL, and
-// the lock keys named by per-key fence counters.
+// topFound is what one node's scan found: keys that hold a holder id and have a TTL, the
+// lock keys named by per-key fence counters, and the names of the read/write locks whose
+// readers set is on the node.
 type topFound struct {
-	holders, counters []string
+	holders, counters, readers []string
 }
 
-// scanPatterns are the MATCH patterns of one scan: all string keys, or with --match the keys
-// it matches and the per-key fence counters (whose names are not their keys'), which give
-// --all its free locks.
-func (t *topper) scanPatterns() []string {
+// topPass is one SCAN of a node: a MATCH pattern ("" for all) and a TYPE.
+type topPass struct {
+	pattern, typ string
+}
+
+// scanPasses are the scans of one node: its string keys (all, or with --match the keys it
+// matches and the per-key fence counters, whose names are not their keys' and which give
+// --all its free locks), then the read/write locks' readers sets (sorted sets named
+// ReadersPrefix + ..., or with --match those it matches), for the locks that readers hold.
+func (t *topper) scanPasses() []topPass {
 	if t.cfg.match == "" {
-		return []string{""}
+		return []topPass{{"", "string"}, {redlock.ReadersPrefix + "*", "zset"}}
 	}
-	return []string{t.cfg.match, redlock.FencePrefix + "*"}
+	return []topPass{{t.cfg.match, "string"}, {redlock.FencePrefix + "*", "string"}, {t.cfg.match, "zset"}}
 }
 
-// scan returns the lock keys found on one node, at most --limit names examined over its
-// patterns, each call (a SCAN, then one pipeline of GET and PTTL for the names it returned
+// scan returns the lock keys and read/write locks found on one node, at most --limit names
+// examined over its passes, each call (a SCAN, then one pipeline of GET and PTTL for the names it returned
 // that are not the library's own) bounded by the node timeout. A lock key is a string key,
 // not one of the library's own, that has a TTL and holds a holder id; a per-key fence
 // counter names its lock key too, so that --all can show free locks of the key layout.
@@ -51,7 +58,7 @@ func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) (topFound, 
 		n.err = err
 		return f, n
 	}
-	for _, pattern := range t.scanPatterns() {
+	for _, pass := range t.scanPasses() {
 		var cursor uint64
 		for {
 			if n.examined == t.cfg.limit {
@@ -59,7 +66,7 @@ func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) (topFound, 
 				return f, n
 			}
 			cctx, cancel := context.WithTimeout(ctx, t.nodeTimeout)
-			names, next, err := cl.ScanType(cctx, cursor, pattern, topScanCount, "string").Result()
+			names, next, err := cl.ScanType(cctx, cursor, pass.pattern, topScanCount, pass.typ).Result()
 			cancel()
 			if err != nil {
 				return fail("SCAN", err)
@@ -70,6 +77,12 @@ func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) (topFound, 
 			n.examined += len(names)
 			var candidates []string
 			for _, name := range names {
+				if pass.typ == "zset" {
+					if rw, ok := redlock.ParseReadersKey(name); ok {
+						f.readers = append(f.readers, rw)
+					}
+					continue
+				}
 				if k, ok := redlock.LockKeyOfCounter(name); ok {
 					f.counters = append(f.counters, k)
 				} else if name != "" && len(name) <= redlock.MaxKeyLen && !libraryKey(name) {

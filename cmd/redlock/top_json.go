@@ -22,6 +22,20 @@ type topDoc struct {
 	Truncated  bool         `json:"truncated"`
 	HiddenFree int          `json:"hidden_free"`
 	Locks      []topLockDoc `json:"locks"`
+	// RWLocks are the read/write locks shown by their readers, by name; FoundRW how many were
+	// found by a readers set.
+	RWLocks []topRWDoc `json:"rwlocks"`
+	FoundRW int        `json:"found_rwlocks"`
+}
+
+// topRWDoc is one read/write lock of a topDoc: status --rwlock --json's document, and its
+// readers row.
+type topRWDoc struct {
+	rwDoc
+	ReadersState    string `json:"readers_state"` // "read", "partial", "free" or "unknown", as in the table
+	ReadersDisagree bool   `json:"readers_disagree"`
+	ReaderNodes     int    `json:"reader_nodes"`
+	ReadTTLMillis   int64  `json:"read_ttl_ms"`
 }
 
 // topNodeDoc is one node of a topDoc: its scan.
@@ -77,6 +91,12 @@ func writeTopJSON(w io.Writer, s *topSnap, addrs []string) error {
 			ld.Semaphore, ld.Permit = name, &i
 		}
 		doc.Locks = append(doc.Locks, ld)
+	}
+	doc.RWLocks, doc.FoundRW = make([]topRWDoc, 0, len(s.rws)), s.foundRW
+	for _, rw := range s.rws {
+		v := readersViewOf(rw)
+		doc.RWLocks = append(doc.RWLocks, topRWDoc{rwDoc: newRWDoc(rw), ReadersState: v.state, ReadersDisagree: v.disagree,
+			ReaderNodes: v.on, ReadTTLMillis: v.ttl.Milliseconds()})
 	}
 	return json.NewEncoder(w).Encode(doc) // one line per document
 }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -51,18 +52,16 @@ func (t *topper) writeTable(w io.Writer, s *topSnap) {
 		t.locksLine(s),
 		"",
 	}
-	locks := s.locks
-	more := 0
-	if t.cfg.live && t.cfg.rows > 0 {
-		room := max(t.cfg.rows-len(head)-2, 0) // the column titles and the "more" line
-		if len(locks) > room {
-			locks, more = locks[:room], len(locks)-room
-		}
-	}
 	for _, l := range head {
 		fmt.Fprintln(w, t.cut(l))
 	}
-	rows, marks := tableRows(len(s.nodes), locks)
+	rows, marks := tableRows(len(s.nodes), s.locks, s.rws)
+	more := 0
+	if room := t.cfg.rows - len(head) - 2; t.cfg.live && t.cfg.rows > 0 && len(marks) > max(room, 0) {
+		// the column titles and the "more" line take the two lines left
+		more = len(marks) - max(room, 0)
+		rows, marks = rows[:len(rows)-more], marks[:len(marks)-more]
+	}
 	for i, l := range rows {
 		l = t.cut(strings.TrimRight(l, " "))
 		if i > 0 && marks[i-1] && t.cfg.color {
@@ -73,7 +72,7 @@ func (t *topper) writeTable(w io.Writer, s *topSnap) {
 	if more > 0 {
 		fmt.Fprintln(w, t.cut(fmt.Sprintf("... %d more locks (a taller terminal, --match or --json shows them)", more)))
 	}
-	if len(s.locks) == 0 {
+	if len(s.locks) == 0 && len(s.rws) == 0 {
 		fmt.Fprintln(w, "(no locks held)")
 	}
 }
@@ -109,6 +108,9 @@ func (t *topper) locksLine(s *topSnap) string {
 	if disagree > 0 {
 		line += fmt.Sprintf(", %d the nodes disagree about (!)", disagree)
 	}
+	if s.foundRW > 0 {
+		line += fmt.Sprintf("; readers of %d read/write locks shown, of %d found", len(s.rws), s.foundRW)
+	}
 	if s.cutScans > 0 {
 		nodes := "nodes"
 		if s.cutScans == 1 {
@@ -124,8 +126,23 @@ func (t *topper) locksLine(s *topSnap) string {
 }
 
 // tableRows lays out the column titles and one row per lock in aligned columns, and
-// returns the lines (titles first) and, per lock, whether its row is a disagreement.
-func tableRows(nodes int, locks []*redlock.Status) ([]string, []bool) {
+// returns the lines (titles first) and, per row, whether it is a disagreement. The rows are
+// in byte order of the lock keys, a read/write lock's readers row right after its writer key's.
+func tableRows(nodes int, locks []*redlock.Status, rws []*redlock.RWStatus) ([]string, []bool) {
+	type row struct {
+		sortKey, line string
+		mark          bool
+	}
+	var all []row
+	for _, st := range locks {
+		v := viewOf(st)
+		all = append(all, row{st.Key, lockRow(st, v), v.disagree})
+	}
+	for _, rw := range rws {
+		line, mark := readersRow(rw)
+		all = append(all, row{rw.Writer.Key + "\x00", line, mark})
+	}
+	slices.SortStableFunc(all, func(a, b row) int { return strings.Compare(a.sortKey, b.sortKey) })
 	var tb bytes.Buffer
 	tw := newTable(&tb)
 	titles := "\tkey\tstate\tholder\ton\tttl\tnext token"
@@ -133,11 +150,10 @@ func tableRows(nodes int, locks []*redlock.Status) ([]string, []bool) {
 		titles += "\tn" + strconv.Itoa(i)
 	}
 	fmt.Fprintln(tw, titles)
-	var marks []bool
-	for _, st := range locks {
-		v := viewOf(st)
-		fmt.Fprintln(tw, lockRow(st, v))
-		marks = append(marks, v.disagree)
+	marks := make([]bool, 0, len(all))
+	for _, r := range all {
+		fmt.Fprintln(tw, r.line)
+		marks = append(marks, r.mark)
 	}
 	_ = tw.Flush()
 	return strings.Split(strings.TrimSuffix(tb.String(), "\n"), "\n"), marks
@@ -162,6 +178,35 @@ func lockRow(st *redlock.Status, v topView) string {
 		row += "\t" + nodeCell(ns, v.holder)
 	}
 	return row
+}
+
+// readersRow is a read/write lock's readers row, tab-separated, in the lock rows' columns
+// (readersView says what each holds), and whether it is a disagreement.
+func readersRow(rw *redlock.RWStatus) (string, bool) {
+	v := readersViewOf(rw)
+	mark, ttl := "", "-"
+	if v.disagree {
+		mark = "!"
+	}
+	if v.ttl > 0 {
+		ttl = fmtTTL(v.ttl)
+	}
+	holder := fmt.Sprintf("%d readers", len(rw.Readers))
+	if len(rw.Readers) == 1 {
+		holder = "1 reader"
+	}
+	row := fmt.Sprintf("%s\trwlock %s readers\t%s\t%s\t%d/%d\t%s\t-", mark, displayKey(rw.Name), v.state, holder, v.on, len(rw.Nodes), ttl)
+	for _, ns := range rw.Nodes {
+		switch {
+		case ns.Err != nil || ns.Readers < 0:
+			row += "\t?"
+		case ns.Readers == 0:
+			row += "\t-"
+		default:
+			row += fmt.Sprintf("\t%dr", ns.Readers)
+		}
+	}
+	return row, v.disagree
 }
 
 // liveNote is the header's note of the refresh interval, in the live view only.

@@ -39,6 +39,10 @@ type topSnap struct {
 	cutList    bool              // more keys to read than --limit
 	locks      []*redlock.Status // the locks shown, by key
 	hiddenFree int               // free locks found but not shown (without --all)
+	// rws are the read/write locks shown by their readers, by name: those found by a readers
+	// set on some node whose read shows a reader on some node (with --all, every one found).
+	rws     []*redlock.RWStatus
+	foundRW int // distinct read/write locks found by their readers sets
 }
 
 // firstFailure names the first node whose scan failed and its error, for the message of a
@@ -74,7 +78,63 @@ func (t *topper) snapshot(ctx context.Context) (*topSnap, error) {
 	if err := t.keep(snap, sts, errs); err != nil {
 		return nil, err
 	}
+	names := t.rwToRead(snap, found)
+	rws, errs := t.readRWs(ctx, names)
+	if err := t.keepRWs(snap, rws, errs); err != nil {
+		return nil, err
+	}
 	return snap, nil
+}
+
+// rwToRead returns the names of the read/write locks whose readers sets the nodes' scans
+// found, sorted, at most --limit of them (a longer list is cut, as the lock keys' is).
+func (t *topper) rwToRead(snap *topSnap, found []topFound) []string {
+	seen := map[string]bool{}
+	for _, f := range found {
+		for _, name := range f.readers {
+			seen[name] = true
+		}
+	}
+	names := slices.Sorted(maps.Keys(seen))
+	snap.foundRW = len(names)
+	if len(names) > t.cfg.limit {
+		names, snap.cutList, snap.truncated = names[:t.cfg.limit], true, true
+	}
+	return names
+}
+
+// readRWs reads each read/write lock's status (RWLock.Status), at most topWorkers at a time,
+// in the names' order.
+func (t *topper) readRWs(ctx context.Context, names []string) ([]*redlock.RWStatus, []error) {
+	return readEach(names, func(name string) (*redlock.RWStatus, error) { return t.c.RWLock(name).Status(ctx) })
+}
+
+// keepRWs puts the read/write locks read into the snapshot: every one with --all, else those
+// that some node says readers hold. A name the library refuses is dropped from the count.
+func (t *topper) keepRWs(snap *topSnap, rws []*redlock.RWStatus, errs []error) error {
+	for i, err := range errs {
+		if errors.Is(err, redlock.ErrInvalidArgument) {
+			snap.foundRW--
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if t.cfg.all || readersOnSomeNode(rws[i]) {
+			snap.rws = append(snap.rws, rws[i])
+		}
+	}
+	return nil
+}
+
+// readersOnSomeNode reports whether some node that answered counts a reader.
+func readersOnSomeNode(st *redlock.RWStatus) bool {
+	for _, ns := range st.Nodes {
+		if ns.Err == nil && ns.Readers > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // toRead merges the nodes' scans into the snapshot's counts and returns the keys to read:
@@ -125,23 +185,29 @@ func (t *topper) toRead(snap *topSnap, found []topFound) []string {
 // readAll reads the status of every key, at most topWorkers at a time, and returns the
 // statuses and errors in the keys' order.
 func (t *topper) readAll(ctx context.Context, keys []string) ([]*redlock.Status, []error) {
-	sts := make([]*redlock.Status, len(keys))
-	errs := make([]error, len(keys))
+	return readEach(keys, func(k string) (*redlock.Status, error) { return t.c.Status(ctx, k) })
+}
+
+// readEach calls read on every item, at most topWorkers at a time (the library batches
+// their calls into pipelines per node), and returns the results in the items' order.
+func readEach[T any](items []string, read func(string) (T, error)) ([]T, []error) {
+	out := make([]T, len(items))
+	errs := make([]error, len(items))
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(topWorkers, len(keys)) {
+	for range min(topWorkers, len(items)) {
 		wg.Go(func() {
 			for i := range next {
-				sts[i], errs[i] = t.c.Status(ctx, keys[i])
+				out[i], errs[i] = read(items[i])
 			}
 		})
 	}
-	for i := range keys {
+	for i := range items {
 		next <- i
 	}
 	close(next)
 	wg.Wait()
-	return sts, errs
+	return out, errs
 }
 
 // keep puts the statuses read into the snapshot, sorted by key: every one with --all, else
