@@ -494,12 +494,19 @@ func chooseLeader(recs []leaderRecord, q int, name string) (LeaderInfo, error) {
 
 // Observe reports the election's leader as it changes: a LeaderInfo on the channel for
 // every new term or value, and LeaderInfo{} when the election has no leader (after one had
-// been seen, or at the start). It reads the election as [Election.Leader] does, once at
-// once and then every retry delay ([WithRetryDelay], 50 ms by default), so it may lag by
-// about that much and skip a leadership or value that lasted less; it never reports a term
-// that was not won. A read that fails (too few nodes answer) reports nothing. The channel
-// is closed when ctx ends or the Client closes; a receiver that falls behind sees only the
-// latest change (the channel holds one). A bad name or nil ctx gives a closed channel.
+// been seen, or at the start). It reads the election as [Election.Leader] does: once at
+// once, again each time a quorum of nodes announces a release or a proclamation of the
+// election's key (the wake-ups: a new leader's first value, a Proclaim, a Resign), and every
+// [observePoll] (1 s with the default retry delay) for what nobody announces, a leader whose
+// key expired. So a change that is announced is reported about one read after a quorum has
+// it, a leadership that lapses unannounced within observePoll of the lapse, and with
+// [WithoutWakeups], or while the nodes refuse the subscription, every change within a retry
+// delay ([WithRetryDelay], 50 ms by default) as the reads then come that often. It may skip a
+// leadership or value that lasted less than one read; it never reports a term that was not
+// won. A read that fails (too few nodes answer) reports nothing. The channel is closed when
+// ctx ends or the Client closes; a receiver that falls behind sees only the latest change
+// (the channel holds one). A bad name or nil ctx gives a closed channel. Safe for
+// concurrent use; each call has its own reads.
 func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 	ch := make(chan LeaderInfo, 1)
 	if ctx == nil || e.err != nil || e.c.begin() != nil {
@@ -510,10 +517,22 @@ func (e *Election) Observe(ctx context.Context) <-chan LeaderInfo {
 	return ch
 }
 
+// observePoll is how often an Observe with wake-ups reads the election when nothing is
+// announced: twenty retry delays, at least a second. Only a leadership that ends without a
+// release (its holder died or was cut off, and its key expired) is seen by these reads
+// alone; everything else is announced.
+func observePoll(d time.Duration) time.Duration { return max(20*d, time.Second) }
+
 func (e *Election) observe(ctx context.Context, ch chan LeaderInfo) {
 	c := e.c
 	defer c.end()
 	defer close(ch)
+	poll := c.cfg.retryDelay
+	changed, stop, announced := c.wake.watch(e.set.keys[0])
+	if announced {
+		defer stop()
+		poll = observePoll(c.cfg.retryDelay)
+	}
 	closing := c.wait.closing()
 	var last LeaderInfo
 	first := true
@@ -525,6 +544,7 @@ func (e *Election) observe(ctx context.Context, ch chan LeaderInfo) {
 			return
 		case <-closing:
 			return
+		case <-changed: // nil without wake-ups: never ready
 		case <-t.C:
 		}
 		rctx, cancel := context.WithTimeout(ctx, c.cfg.nodeTimeout+time.Second)
@@ -541,7 +561,7 @@ func (e *Election) observe(ctx context.Context, ch chan LeaderInfo) {
 				ch <- info
 			}
 		}
-		t.Reset(c.cfg.retryDelay)
+		t.Reset(poll)
 	}
 }
 

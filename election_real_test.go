@@ -95,3 +95,79 @@ func TestRealElectionFailover(t *testing.T) {
 	t.Logf("elected %v after Resign, %v after the leader died (TTL %v, retry delay %v)", afterResign, afterDeath, ttl, retry)
 	_ = lb.Resign(ctx)
 }
+
+// TestRealObserveHearsChanges: Observe reads again when a quorum of nodes announces a change
+// of the election (a new leader's first value, a Proclaim, a Resign), so an observer whose
+// retry delay is a minute (its reads when nothing is announced: twenty minutes apart) still
+// reports each within seconds; and a leadership that lapses unannounced (the leader's
+// renewals stop, nothing is released) is reported by those reads, for an observer with the
+// default retry delay within observePoll of the key's expiry.
+func TestRealObserveHearsChanges(t *testing.T) {
+	cluster := redisproc.StartT(t, 3, redisproc.Config{})
+	ctx := ctxT(t, 60*time.Second)
+	slow := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+	leader := newTestClient(t, cluster.ClientsT(t))
+	el := leader.Election("observed")
+	obs := slow.Election("observed").Observe(ctx)
+	next := func(what string, within time.Duration) LeaderInfo {
+		t.Helper()
+		select {
+		case info, open := <-obs:
+			if !open {
+				t.Fatalf("Observe closed before %s", what)
+			}
+			return info
+		case <-time.After(within):
+			t.Fatalf("Observe did not report %s within %v", what, within)
+		}
+		return LeaderInfo{}
+	}
+	if info := next("the empty election", 10*time.Second); info != (LeaderInfo{}) {
+		t.Fatalf("first report %+v, want no leader", info)
+	}
+	ld, err := el.Campaign(ctx, "v1", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := next("the new leader", 10*time.Second); info.Value != "v1" || info.Term != ld.Term() || info.ID != ld.ID() {
+		t.Fatalf("report %+v, want v1 with term %v", info, ld.Term())
+	}
+	if err := ld.Proclaim(ctx, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	if info := next("the proclaimed value", 10*time.Second); info.Value != "v2" || info.Term != ld.Term() {
+		t.Fatalf("report %+v, want v2 with term %v", info, ld.Term())
+	}
+	if err := ld.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info := next("the resignation", 10*time.Second); info != (LeaderInfo{}) {
+		t.Fatalf("report %+v after Resign, want no leader", info)
+	}
+
+	// A lapse nobody announces, seen by the default observer's reads.
+	const ttl = time.Second
+	fast := newTestClient(t, cluster.ClientsT(t))
+	obs = fast.Election("observed").Observe(ctx)
+	if info := next("the empty election", 10*time.Second); info != (LeaderInfo{}) {
+		t.Fatalf("first report %+v, want no leader", info)
+	}
+	ld, err = el.Campaign(ctx, "v3", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := next("the new leader", 10*time.Second); info.Value != "v3" {
+		t.Fatalf("report %+v, want v3", info)
+	}
+	died := time.Now()
+	ld.stop(context.Canceled) // what a SIGKILL leaves: the key on the nodes until its TTL
+	limit := ttl + observePoll(DefaultRetryDelay) + 2*time.Second
+	if info := next("the lapsed leadership", limit); info != (LeaderInfo{}) {
+		t.Fatalf("report %+v after the leader died, want no leader", info)
+	}
+	took := time.Since(died)
+	t.Logf("the lapse was reported %v after the leader died (TTL %v, reads every %v)", took, ttl, observePoll(DefaultRetryDelay))
+	if took < ttl {
+		t.Fatalf("no leader reported %v after the leader died, before its key could expire (%v)", took, ttl)
+	}
+}

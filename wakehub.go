@@ -121,6 +121,10 @@ type wakeSub struct {
 	// waiters answer each release (see seniorityDelay).
 	crowded bool
 	caught  bool // the catch-up kick of subscribed was given
+	// watchers are the observers of the key (watch): each is signalled (buffered 1, so
+	// signals coalesce) at every wake event on the key's channel and at every node's
+	// confirmation of its subscription.
+	watchers []chan struct{}
 }
 
 // heard is one release of a key (one holder id) as the nodes announce it.
@@ -165,6 +169,12 @@ func (h *wakeHub) subscribe(key string, turn bool) {
 	if h.closed {
 		return
 	}
+	h.subscribeLocked(key, turn)
+}
+
+// subscribeLocked is subscribe with h.mu held, the hub neither off nor closed; it returns
+// the key's subscription.
+func (h *wakeHub) subscribeLocked(key string, turn bool) *wakeSub {
 	if h.gen == nil {
 		h.startLocked()
 	}
@@ -190,6 +200,45 @@ func (h *wakeHub) subscribe(key string, turn bool) {
 		h.dirtyLocked()
 	}
 	s.refs++
+	return s
+}
+
+// watch subscribes an observer to key's channel (Election.Observe): ch is signalled once a
+// quorum of nodes has announced a release or a proclamation of key (heardFrom), and each
+// time a node confirms the subscription, for what was announced before it listened. A
+// signal says only "read again": it carries nothing, and signals coalesce. ok is false when
+// wake-ups are off or the Client is closing (the observer polls instead); otherwise stop,
+// called once, ends the watch.
+func (h *wakeHub) watch(key string) (ch <-chan struct{}, stop func(), ok bool) {
+	if h.off {
+		return nil, nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, nil, false
+	}
+	s := h.subscribeLocked(key, false)
+	c := make(chan struct{}, 1)
+	s.watchers = append(s.watchers, c)
+	return c, func() {
+		h.mu.Lock()
+		if s := h.subs[key]; s != nil {
+			s.watchers = slices.DeleteFunc(s.watchers, func(w chan struct{}) bool { return w == c })
+		}
+		h.mu.Unlock()
+		h.unsubscribe(key)
+	}, true
+}
+
+// signalLocked signals the watchers of s, with h.mu held.
+func signalLocked(s *wakeSub) {
+	for _, w := range s.watchers {
+		select {
+		case w <- struct{}{}:
+		default: // a signal is pending already
+		}
+	}
 }
 
 // unsubscribe ends a subscribe; the key's channel stays subscribed for the linger time
@@ -257,6 +306,7 @@ func (h *wakeHub) heardFrom(key, id string, node int) {
 	h.stamp++
 	s.stamp = h.stamp
 	single := !s.turn
+	signalLocked(s)
 	h.mu.Unlock()
 	h.waiters.kick(key, false, single, true)
 }
@@ -358,6 +408,9 @@ func (h *wakeHub) subscribed(key string) {
 	first := s != nil && !s.caught && !s.turn
 	if first {
 		s.caught = true
+	}
+	if s != nil {
+		signalLocked(s) // an observer reads again: a change may have come before this node listened
 	}
 	h.mu.Unlock()
 	if first {
