@@ -500,8 +500,9 @@ func chooseLeader(recs []leaderRecord, q int, name string) (LeaderInfo, error) {
 // [observePoll] (1 s with the default retry delay) for what nobody announces, a leader whose
 // key expired. So a change that is announced is reported about one read after a quorum has
 // it, a leadership that lapses unannounced within observePoll of the lapse, and with
-// [WithoutWakeups], or while the nodes refuse the subscription, every change within a retry
-// delay ([WithRetryDelay], 50 ms by default) as the reads then come that often. It may skip a
+// [WithoutWakeups], or while fewer than a quorum of nodes have confirmed the subscription (a
+// node down, an ACL without SUBSCRIBE), every change within a retry delay ([WithRetryDelay],
+// 50 ms by default), as the reads then come that often. It may skip a
 // leadership or value that lasted less than one read; it never reports a term that was not
 // won. A read that fails (too few nodes answer) reports nothing. The channel is closed when
 // ctx ends or the Client closes; a receiver that falls behind sees only the latest change
@@ -527,11 +528,10 @@ func (e *Election) observe(ctx context.Context, ch chan LeaderInfo) {
 	c := e.c
 	defer c.end()
 	defer close(ch)
-	poll := c.cfg.retryDelay
-	changed, stop, announced := c.wake.watch(e.set.keys[0])
+	key := e.set.keys[0]
+	changed, stop, announced := c.wake.watch(key)
 	if announced {
 		defer stop()
-		poll = observePoll(c.cfg.retryDelay)
 	}
 	closing := c.wait.closing()
 	var last LeaderInfo
@@ -561,7 +561,11 @@ func (e *Election) observe(ctx context.Context, ch chan LeaderInfo) {
 				ch <- info
 			}
 		}
-		t.Reset(poll)
+		if announced && c.wake.listening(key) {
+			t.Reset(observePoll(c.cfg.retryDelay))
+		} else {
+			t.Reset(c.cfg.retryDelay) // nothing would be heard: poll
+		}
 	}
 }
 

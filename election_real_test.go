@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,5 +171,53 @@ func TestRealObserveHearsChanges(t *testing.T) {
 	t.Logf("the lapse was reported %v after the leader died (TTL %v, reads every %v)", took, ttl, observePoll(DefaultRetryDelay))
 	if took < ttl {
 		t.Fatalf("no leader reported %v after the leader died, before its key could expire (%v)", took, ttl)
+	}
+}
+
+// TestRealObserveWithoutSubscribe: an observer whose node user may not SUBSCRIBE (an ACL
+// without it) hears nothing announced, so it reads every retry delay, not every
+// observePoll: a new leader and a new value are reported within a few retry delays.
+func TestRealObserveWithoutSubscribe(t *testing.T) {
+	const pw = "o1Secret"
+	acl := append([]string{"--user", "lock", "on", ">" + pw, "~*", "&*", "-@all"}, strings.Fields(aclCommands)...)
+	cluster := redisproc.StartT(t, 3, redisproc.Config{ExtraArgs: acl})
+	ctx := ctxT(t, 30*time.Second)
+	const retry = 200 * time.Millisecond
+	observer := newTestClient(t, aclUserClients(t, cluster.Addrs(), pw), WithRetryDelay(retry))
+	leader := newTestClient(t, cluster.ClientsT(t))
+	if _, err := observer.Election("deaf").Leader(ctx); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("Leader as the ACL user: %v", err)
+	}
+	obs := observer.Election("deaf").Observe(ctx)
+	within := observePoll(retry) / 2
+	next := func(what string) LeaderInfo {
+		t.Helper()
+		select {
+		case info := <-obs:
+			return info
+		case <-time.After(within):
+			t.Fatalf("Observe did not report %s within %v (retry delay %v, observePoll %v)", what, within, retry, observePoll(retry))
+		}
+		return LeaderInfo{}
+	}
+	if info := next("the empty election"); info != (LeaderInfo{}) {
+		t.Fatalf("first report %+v", info)
+	}
+	ld, err := leader.Election("deaf").Campaign(ctx, "v1", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Resign(ctx)
+	if info := next("the new leader"); info.Value != "v1" {
+		t.Fatalf("report %+v, want v1", info)
+	}
+	if observer.wake.listening(observer.Election("deaf").Key()) {
+		t.Fatalf("the hub says a quorum listens, though the user may not SUBSCRIBE")
+	}
+	if err := ld.Proclaim(ctx, "v2"); err != nil {
+		t.Fatal(err)
+	}
+	if info := next("the new value"); info.Value != "v2" {
+		t.Fatalf("report %+v, want v2", info)
 	}
 }

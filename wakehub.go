@@ -125,6 +125,9 @@ type wakeSub struct {
 	// signals coalesce) at every wake event on the key's channel and at every node's
 	// confirmation of its subscription.
 	watchers []chan struct{}
+	// listening has, per node, whether the node has confirmed the key's channel subscription
+	// since its connection last failed: observers poll faster while fewer than a quorum listen.
+	listening []bool
 }
 
 // heard is one release of a key (one holder id) as the nodes announce it.
@@ -229,6 +232,36 @@ func (h *wakeHub) watch(key string) (ch <-chan struct{}, stop func(), ok bool) {
 		h.mu.Unlock()
 		h.unsubscribe(key)
 	}, true
+}
+
+// listening reports whether a quorum of nodes has confirmed key's channel subscription and
+// not failed since: announcements of key can be heard.
+func (h *wakeHub) listening(key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.subs[key]
+	if s == nil {
+		return false
+	}
+	n := 0
+	for _, l := range s.listening {
+		if l {
+			n++
+		}
+	}
+	return n >= h.quorum
+}
+
+// deaf records that node's subscription connection failed: none of its channels is heard
+// until it confirms them again (go-redis subscribes again when it reconnects).
+func (h *wakeHub) deaf(node int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, s := range h.subs {
+		if s.listening != nil {
+			s.listening[node] = false
+		}
+	}
 }
 
 // signalLocked signals the watchers of s, with h.mu held.
@@ -402,9 +435,15 @@ func heardOf(list *[]heard, id string, nodes int) *heard {
 // subscribed records that key's channel became active on a node, and kicks the head: a
 // release between its last attempt and the subscription would otherwise be missed, so it
 // tries once more.
-func (h *wakeHub) subscribed(key string) {
+func (h *wakeHub) subscribed(key string, node int) {
 	h.mu.Lock()
 	s := h.subs[key]
+	if s != nil {
+		if s.listening == nil {
+			s.listening = make([]bool, len(h.nodes))
+		}
+		s.listening[node] = true
+	}
 	first := s != nil && !s.caught && !s.turn
 	if first {
 		s.caught = true
@@ -662,6 +701,7 @@ func (n *wakeNode) read() {
 			if backoff == 0 {
 				n.h.logger.Debug("redlock: wake-up subscription failed; waiters poll this node until it is back", "node", n.i, "err", err)
 			}
+			n.h.deaf(n.i)
 			backoff = min(max(2*backoff, wakeBackoffMin), wakeBackoffMax)
 			t := time.NewTimer(backoff)
 			select {
@@ -698,7 +738,7 @@ func (h *wakeHub) dispatch(msg any, i int) {
 			h.turnSubscribed()
 		default:
 			if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
-				h.subscribed(key)
+				h.subscribed(key, i)
 			}
 		}
 	}
