@@ -99,5 +99,19 @@ func TestBadNamesSayName(t *testing.T) {
 				t.Errorf("%s %.20q:\n got %v\nwant %s", k.kind, tc.name, err, tc.want)
 			}
 		}
+		// A name within MaxKeyLen whose key is not: said of the name, with the longest that fits.
+		name := strings.Repeat("n", MaxKeyLen-5)
+		err := k.err(name)
+		prefix := fmt.Sprintf("redlock: invalid argument: %s name %q is %d bytes, too long for its key", k.kind, quoteKey(name), len(name))
+		if !errors.Is(err, ErrInvalidArgument) || !strings.HasPrefix(err.Error(), prefix) {
+			t.Fatalf("%s name of %d bytes: %v", k.kind, len(name), err)
+		}
+		var most int
+		if _, err := fmt.Sscanf(err.Error()[strings.LastIndex(err.Error(), "at most "):], "at most %d bytes", &most); err != nil {
+			t.Fatalf("%s: no longest name in %q", k.kind, err)
+		}
+		if k.err(strings.Repeat("n", most)) != nil || k.err(strings.Repeat("n", most+1)) == nil {
+			t.Errorf("%s: the longest name said to fit is %d bytes, but %d fits: %v / %d does not: %v", k.kind, most, most, k.err(strings.Repeat("n", most)), most+1, k.err(strings.Repeat("n", most+1)))
+		}
 	}
 }

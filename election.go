@@ -64,10 +64,13 @@ func (e *Election) build() error {
 	if err != nil {
 		return nameError("election", e.name, err)
 	}
-	if e.set, err = newDerivedLockKeys(key); err != nil {
+	if e.record, err = slotKey(LeaderPrefix, e.name, true, namePrefixes...); err != nil {
 		return nameError("election", e.name, err)
 	}
-	if e.record, err = slotKey(LeaderPrefix, e.name, true, namePrefixes...); err != nil {
+	if err := checkDerived("election", e.name, key, e.record); err != nil {
+		return err
+	}
+	if e.set, err = newDerivedLockKeys(key); err != nil {
 		return nameError("election", e.name, err)
 	}
 	return nil
@@ -85,11 +88,16 @@ func (e *Election) Key() string {
 	return e.set.keys[0]
 }
 
-// LeaderInfo is a leader as observers see it.
+// LeaderInfo is a leader as observers see it. The zero value means no leader.
 type LeaderInfo struct {
 	Value string // the value the leader proclaimed last, as a quorum of nodes store it
 	Term  Token  // the leadership's term: its fencing token
 	ID    string // the leader's holder id ([Lock.ID] of its lock)
+	// Unknown is set only in [Election.Observe]'s reports, with the other fields empty: its
+	// last read failed (fewer than a quorum of nodes answered), so whatever it reported
+	// before may no longer hold. The next read that succeeds is reported, even if it finds
+	// what was reported before the failure.
+	Unknown bool
 }
 
 // Leadership is a won election: this process leads until [Leadership.Resign], or until the
@@ -504,7 +512,8 @@ func chooseLeader(recs []leaderRecord, q int, name string) (LeaderInfo, error) {
 // node down, an ACL without SUBSCRIBE), every change within a retry delay ([WithRetryDelay],
 // 50 ms by default), as the reads then come that often. It may skip a
 // leadership or value that lasted less than one read; it never reports a term that was not
-// won. A read that fails (too few nodes answer) reports nothing. The channel is closed when
+// won. A read that fails (too few nodes answer in time) is reported once, as
+// LeaderInfo{Unknown: true}, until a read succeeds again. The channel is closed when
 // ctx ends or the Client closes; a receiver that falls behind sees only the latest change
 // (the channel holds one). A bad name or nil ctx gives a closed channel. Safe for
 // concurrent use; each call has its own reads.
@@ -551,7 +560,12 @@ func (e *Election) observe(ctx context.Context, ch chan LeaderInfo) {
 		info, err := e.Leader(rctx)
 		cancel()
 		switch {
-		case err == nil, errors.Is(err, ErrNoLeader):
+		case err != nil && (ctx.Err() != nil || errors.Is(err, ErrClosed)):
+			return // ended, or the Client closed, during the read
+		case err != nil && !errors.Is(err, ErrNoLeader):
+			info = LeaderInfo{Unknown: true}
+			fallthrough
+		default:
 			if first || info != last {
 				first, last = false, info
 				select { // keep only the latest

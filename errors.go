@@ -114,6 +114,23 @@ func nameError(kind, name string, err error) error {
 	return invalidf("%s %q: %s", kind, quoteKey(name), msg)
 }
 
+// checkDerived refuses a name (of a semaphore, election or read/write lock: kind) whose own
+// length is allowed but one of whose derived keys would be longer than MaxKeyLen, saying so
+// of the name, with how long a name of its shape may be (its longest key's limit).
+func checkDerived(kind, name string, keys ...string) error {
+	longest := ""
+	for _, k := range keys {
+		if len(k) > len(longest) {
+			longest = k
+		}
+	}
+	if k := longest; len(k) > MaxKeyLen {
+		return invalidf("%s name %q is %d bytes, too long for its key %q (%d bytes, longer than MaxKeyLen, %d): names of its shape may have at most %d bytes",
+			kind, quoteKey(name), len(name), quoteKey(k), len(k), MaxKeyLen, MaxKeyLen-(len(k)-len(name)))
+	}
+	return nil
+}
+
 // NodeError is the failure of one node in one operation. Node is the node's index in the
 // slice given to [New]; Addr is its address when the client exposes one. Err is the cause
 // (a go-redis or network error, a timeout, or the node's refusal) and is returned by Unwrap.

@@ -103,6 +103,9 @@ func (rw *RWLock) build() error {
 			return nameError("read/write lock", rw.name, err)
 		}
 	}
+	if err := checkDerived("read/write lock", rw.name, rw.keys.writer, rw.keys.readers, rw.keys.intent, rw.keys.phase); err != nil {
+		return err
+	}
 	if rw.set, err = newDerivedLockKeys(rw.keys.writer); err != nil {
 		return nameError("read/write lock", rw.name, err)
 	}

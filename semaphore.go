@@ -80,6 +80,12 @@ func (s *Semaphore) build() error {
 		if err != nil {
 			return nameError("semaphore", s.name, err)
 		}
+		keys[i] = k
+	}
+	if err := checkDerived("semaphore", s.name, keys...); err != nil {
+		return err
+	}
+	for i, k := range keys {
 		set, err := newDerivedLockKeys(k)
 		if err != nil {
 			return nameError("semaphore", s.name, err)
