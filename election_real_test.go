@@ -221,3 +221,54 @@ func TestRealObserveWithoutSubscribe(t *testing.T) {
 		t.Fatalf("report %+v, want v2", info)
 	}
 }
+
+// TestRealObserveReportsUnknown: when fewer than a quorum of nodes answer, Observe reports
+// LeaderInfo{Unknown: true} once, rather than leaving its last report standing; once they
+// answer again it reports what it reads, even the leader it reported before.
+func TestRealObserveReportsUnknown(t *testing.T) {
+	cluster := redisproc.StartT(t, 3, redisproc.Config{})
+	ctx := ctxT(t, 60*time.Second)
+	observer := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(200*time.Millisecond))
+	leader := newTestClient(t, cluster.ClientsT(t))
+	ld, err := leader.Election("dim").Campaign(ctx, "v1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Resign(ctx)
+	obs := observer.Election("dim").Observe(ctx)
+	next := func(what string) LeaderInfo {
+		t.Helper()
+		select {
+		case info := <-obs:
+			return info
+		case <-time.After(15 * time.Second):
+			t.Fatalf("Observe did not report %s", what)
+		}
+		return LeaderInfo{}
+	}
+	if info := next("the leader"); info.Value != "v1" || info.Unknown {
+		t.Fatalf("first report %+v", info)
+	}
+	nodes := cluster.Nodes()
+	for _, n := range nodes[1:] {
+		if err := n.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info := next("the unknown leader"); info != (LeaderInfo{Unknown: true}) {
+		t.Fatalf("report %+v with 2 of 3 nodes paused, want Unknown", info)
+	}
+	for _, n := range nodes[1:] {
+		if err := n.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if info := next("the leader again"); info.Unknown || info.Value != "v1" || info.Term != ld.Term() {
+		t.Fatalf("report %+v after the nodes came back, want v1 again", info)
+	}
+	select {
+	case info := <-obs:
+		t.Fatalf("a second report %+v with nothing changed", info)
+	case <-time.After(3 * time.Second):
+	}
+}

@@ -104,7 +104,7 @@ func parseElect(e *env, args []string) (cfg *execConfig, observe, asJSON bool, e
 	case !observe && dash == len(args)-1:
 		return nil, false, false, usageErrorf(`elect: missing the command after "--": %s`, electSynopsis)
 	}
-	cfg.election = pos[0]
+	cfg.election, cfg.elect = pos[0], true
 	cfg.keys = []string{pos[0]}
 	if !flagSet(fs, "value") {
 		host, _ := os.Hostname()
@@ -146,6 +146,9 @@ type observeDoc struct {
 	Term   uint64 `json:"term"`  // 0 without a leader
 	Value  string `json:"value"` // "" without a leader
 	ID     string `json:"id"`    // the leader's holder id, "" without one
+	// Unknown: the last read failed (fewer than a quorum of nodes answered); the other fields
+	// are empty, and the line printed before it may no longer hold.
+	Unknown bool `json:"unknown"`
 }
 
 // observeElection prints the election's leader and each change until ctx ends.
@@ -167,10 +170,15 @@ func observeElection(ctx context.Context, e *env, cfg *execConfig, urls []nodeUR
 	enc := json.NewEncoder(e.stdout)
 	for info := range el.Observe(ctx) {
 		if asJSON {
-			d := observeDoc{Time: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), Leader: info.ID != "", Term: uint64(info.Term), Value: info.Value, ID: info.ID}
+			d := observeDoc{Time: time.Now().UTC().Format("2006-01-02T15:04:05.000Z07:00"), Leader: info.ID != "", Term: uint64(info.Term), Value: info.Value, ID: info.ID,
+				Unknown: info.Unknown}
 			if err := enc.Encode(d); err != nil {
 				return fmt.Errorf("elect: %w", err)
 			}
+			continue
+		}
+		if info.Unknown {
+			fmt.Fprintln(e.stdout, "leader unknown: fewer than a quorum of nodes answered")
 			continue
 		}
 		if info.ID == "" {

@@ -16,6 +16,7 @@ func TestElectCommandLine(t *testing.T) {
 		want string
 	}{
 		{[]string{"elect"}, "missing NAME"},
+		{[]string{"elect", "--nodes", nodes, "", "--", "true"}, "elect: NAME is empty"},
 		{[]string{"elect", "--nodes", nodes, "a", "b", "--", "true"}, `unexpected argument "b"`},
 		{[]string{"elect", "--nodes", nodes, "a"}, `missing "--"`},
 		{[]string{"elect", "--nodes", nodes, "a", "--"}, "missing the command"},

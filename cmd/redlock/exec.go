@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -149,7 +148,7 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	defer func() { shutdown(clients, cfg.nodeTimeout, x.open...) }()
 
 	if cfg.keys[0] == "" { // checked again by the library; here so that it is not a PING error
-		return usageErrorf("exec: KEY is empty")
+		return usageErrorf("exec: %s is empty", cfg.argName())
 	}
 	if err := x.preflight(acqCtx, urls, c.Quorum()); err != nil {
 		if intr, ok := errors.AsType[*interrupted](context.Cause(acqCtx)); ok {
@@ -232,7 +231,7 @@ func (x *execRun) outcome(acqCtx context.Context, clients []redis.UniversalClien
 		return &exitError{code: cfg.lostCode, err: fmt.Errorf("exec: %s lost while the command ran: %s; %s",
 			cfg.subject(), lostDetail(err), res.describe())}
 	case errors.Is(err, redlock.ErrInvalidArgument):
-		return usageErrorf("exec: bad KEY or --ttl: %s", bare(err))
+		return usageErrorf("exec: bad %s or --ttl: %s", cfg.argName(), bare(err))
 	case err != nil:
 		return x.notAcquired(acqCtx, clients, err)
 	}
@@ -320,7 +319,7 @@ func (x *execRun) leaderDetail(ctx context.Context, dc *redlock.Client) string {
 	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("led by %s (term %v); ", strconv.Quote(info.Value), info.Term)
+	return fmt.Sprintf("led by %s (term %v); ", cutQuote(info.Value, 64), info.Term)
 }
 
 func (x *execRun) interruptedErr(intr *interrupted) error {
@@ -331,7 +330,7 @@ func (x *execRun) interruptedErr(intr *interrupted) error {
 // notef prints a notice on stderr with --verbose.
 func (x *execRun) notef(format string, args ...any) {
 	if x.cfg.verbose {
-		fmt.Fprintf(x.e.stderr, "redlock: exec: "+format+"\n", args...)
+		fmt.Fprintf(x.e.stderr, "redlock: "+x.cfg.command()+": "+format+"\n", args...)
 	}
 }
 

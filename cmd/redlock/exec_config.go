@@ -77,6 +77,7 @@ type execConfig struct {
 	keepNodeEnv  bool
 	tls          tlsFlags
 	election     string // elect: the election's name (keys holds it too); "" for exec
+	elect        bool   // the command is elect (its NAME may be "": a usage error, said as elect's)
 	value        string // elect: the value to proclaim
 }
 
@@ -217,7 +218,7 @@ func lookCommand(name string) (string, error) {
 // subject names what exec (or elect) takes, in messages: lock "KEY", lock ["K1" "K2"] for
 // several keys, or election "NAME".
 func (cfg *execConfig) subject() string {
-	if cfg.election != "" {
+	if cfg.elect {
 		return "election " + strconv.Quote(cfg.election)
 	}
 	if len(cfg.keys) == 1 {
@@ -230,9 +231,25 @@ func (cfg *execConfig) subject() string {
 	return "lock [" + strings.Join(q, " ") + "]"
 }
 
+// command is the command's name in messages: elect for an election, else exec.
+func (cfg *execConfig) command() string {
+	if cfg.elect {
+		return "elect"
+	}
+	return "exec"
+}
+
+// argName is what the command line names the subject: NAME for elect, KEY for exec.
+func (cfg *execConfig) argName() string {
+	if cfg.elect {
+		return "NAME"
+	}
+	return "KEY"
+}
+
 // taken is the verb of taking the subject: a lock is acquired, an election won.
 func (cfg *execConfig) taken() string {
-	if cfg.election != "" {
+	if cfg.elect {
 		return "won"
 	}
 	return "acquired"

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,5 +163,23 @@ func TestRealTopShowsReaders(t *testing.T) {
 	writer, readers, other := at(`rwlock "audit" writer`), at(`rwlock "audit" readers`), at(`rwlock "balances" readers`)
 	if writer < 0 || readers != writer+1 || other < readers {
 		t.Errorf("want the rows of \"audit\" (writer, then readers) before the readers of \"balances\":\n%s", out)
+	}
+
+	// --match with the lock's writer key (the key users know) shows its readers; the name's
+	// exact bytes are in rwlock_base64.
+	doc, _ = topJSON(t, 0, "--nodes", nodes, "--match", rw.Key())
+	if len(doc.RWLocks) != 1 || doc.RWLocks[0].RWLock != "balances" || doc.RWLocks[0].NameBase64 != base64.StdEncoding.EncodeToString([]byte("balances")) {
+		t.Errorf("top --json --match %q: rwlocks %+v, want balances alone", rw.Key(), doc.RWLocks)
+	}
+	// A --limit that the string keys of node 0 use up but one: its scan stops in the readers
+	// sets, and the header says so.
+	strs, _, err := n0.ScanType(ctx, 0, "", 10000, "string").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := strconv.Itoa(len(strs) + 1)
+	_, out, _ = runBin(t, nil, "top", "--once", "--nodes", nodes, "--limit", limit)
+	if !strings.Contains(out, "stopped at --limit "+limit+" keys in the readers sets: read/write locks may be missing") {
+		t.Errorf("top --limit %s: no word of the readers sets' scan stopping:\n%s", limit, out)
 	}
 }

@@ -35,12 +35,14 @@ type topPass struct {
 // scanPasses are the scans of one node: its string keys (all, or with --match the keys it
 // matches and the per-key fence counters, whose names are not their keys' and which give
 // --all its free locks), then the read/write locks' readers sets (sorted sets named
-// ReadersPrefix + ..., or with --match those it matches), for the locks that readers hold.
+// ReadersPrefix + ...), for the locks that readers hold. With --match the readers sets are
+// all scanned and kept when --match matches either the readers key or the lock's writer key
+// (RWLock.Key), the key by which users know the lock.
 func (t *topper) scanPasses() []topPass {
 	if t.cfg.match == "" {
 		return []topPass{{"", "string"}, {redlock.ReadersPrefix + "*", "zset"}}
 	}
-	return []topPass{{t.cfg.match, "string"}, {redlock.FencePrefix + "*", "string"}, {t.cfg.match, "zset"}}
+	return []topPass{{t.cfg.match, "string"}, {redlock.FencePrefix + "*", "string"}, {redlock.ReadersPrefix + "*", "zset"}}
 }
 
 // scan returns the lock keys and read/write locks found on one node, at most --limit names
@@ -62,7 +64,8 @@ func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) (topFound, 
 		var cursor uint64
 		for {
 			if n.examined == t.cfg.limit {
-				n.truncated = true // names may be left: the budget is spent
+				// names may be left: the budget is spent
+				n.truncated, n.cutReaders = true, pass.typ == "zset"
 				return f, n
 			}
 			cctx, cancel := context.WithTimeout(ctx, t.nodeTimeout)
@@ -72,13 +75,13 @@ func (t *topper) scan(ctx context.Context, cl redis.UniversalClient) (topFound, 
 				return fail("SCAN", err)
 			}
 			if left := t.cfg.limit - n.examined; len(names) > left {
-				names, n.truncated = names[:left], true
+				names, n.truncated, n.cutReaders = names[:left], true, pass.typ == "zset"
 			}
 			n.examined += len(names)
 			var candidates []string
 			for _, name := range names {
 				if pass.typ == "zset" {
-					if rw, ok := redlock.ParseReadersKey(name); ok {
+					if rw, ok := redlock.ParseReadersKey(name); ok && (t.matches(name) || t.matches(t.c.RWLock(rw).Key())) {
 						f.readers = append(f.readers, rw)
 					}
 					continue

@@ -24,14 +24,16 @@ type topDoc struct {
 	Locks      []topLockDoc `json:"locks"`
 	// RWLocks are the read/write locks shown by their readers, by name; FoundRW how many were
 	// found by a readers set.
-	RWLocks []topRWDoc `json:"rwlocks"`
-	FoundRW int        `json:"found_rwlocks"`
+	RWLocks  []topRWDoc `json:"rwlocks"`
+	FoundRW  int        `json:"found_rwlocks"`
+	HiddenRW int        `json:"hidden_rwlocks"` // found, but without readers: not listed (0 with --all)
 }
 
 // topRWDoc is one read/write lock of a topDoc: status --rwlock --json's document, and its
 // readers row.
 type topRWDoc struct {
 	rwDoc
+	NameBase64      string `json:"rwlock_base64"` // the name's exact bytes, base64 (standard, padded)
 	ReadersState    string `json:"readers_state"` // "read", "partial", "free" or "unknown", as in the table
 	ReadersDisagree bool   `json:"readers_disagree"`
 	ReaderNodes     int    `json:"reader_nodes"`
@@ -92,10 +94,10 @@ func writeTopJSON(w io.Writer, s *topSnap, addrs []string) error {
 		}
 		doc.Locks = append(doc.Locks, ld)
 	}
-	doc.RWLocks, doc.FoundRW = make([]topRWDoc, 0, len(s.rws)), s.foundRW
+	doc.RWLocks, doc.FoundRW, doc.HiddenRW = make([]topRWDoc, 0, len(s.rws)), s.foundRW, s.hiddenRW
 	for _, rw := range s.rws {
 		v := readersViewOf(rw)
-		doc.RWLocks = append(doc.RWLocks, topRWDoc{rwDoc: newRWDoc(rw), ReadersState: v.state, ReadersDisagree: v.disagree,
+		doc.RWLocks = append(doc.RWLocks, topRWDoc{rwDoc: newRWDoc(rw), NameBase64: base64.StdEncoding.EncodeToString([]byte(rw.Name)), ReadersState: v.state, ReadersDisagree: v.disagree,
 			ReaderNodes: v.on, ReadTTLMillis: v.ttl.Milliseconds()})
 	}
 	return json.NewEncoder(w).Encode(doc) // one line per document

@@ -72,7 +72,11 @@ func (t *topper) writeTable(w io.Writer, s *topSnap) {
 	if more > 0 {
 		fmt.Fprintln(w, t.cut(fmt.Sprintf("... %d more locks (a taller terminal, --match or --json shows them)", more)))
 	}
-	if len(s.locks) == 0 && len(s.rws) == 0 {
+	switch {
+	case len(s.locks) > 0 || len(s.rws) > 0:
+	case t.cfg.match != "":
+		fmt.Fprintln(w, "(no locks held that match --match)")
+	default:
 		fmt.Fprintln(w, "(no locks held)")
 	}
 }
@@ -110,6 +114,9 @@ func (t *topper) locksLine(s *topSnap) string {
 	}
 	if s.foundRW > 0 {
 		line += fmt.Sprintf("; readers of %d read/write locks shown, of %d found", len(s.rws), s.foundRW)
+		if s.hiddenRW > 0 {
+			line += fmt.Sprintf(", %d without readers not shown (--all shows them)", s.hiddenRW)
+		}
 	}
 	if s.cutScans > 0 {
 		nodes := "nodes"
@@ -118,6 +125,17 @@ func (t *topper) locksLine(s *topSnap) string {
 		}
 		line += fmt.Sprintf("; the scan of %d %s stopped at --limit %d string keys: locks may be missing (raise --limit, or narrow the scan with --match)",
 			s.cutScans, nodes, t.cfg.limit)
+	}
+	if s.cutRWScans > 0 {
+		nodes := "nodes"
+		if s.cutRWScans == 1 {
+			nodes = "node"
+		}
+		line += fmt.Sprintf("; the scan of %d %s stopped at --limit %d keys in the readers sets: read/write locks may be missing (raise --limit)",
+			s.cutRWScans, nodes, t.cfg.limit)
+	}
+	if s.cutRWList {
+		line += fmt.Sprintf("; more than --limit %d read/write locks found: %d read (raise --limit, or narrow with --match)", t.cfg.limit, t.cfg.limit)
 	}
 	if s.cutList {
 		line += fmt.Sprintf("; more than --limit %d locks found: %d read, held ones first (raise --limit, or narrow with --match)", t.cfg.limit, t.cfg.limit)
@@ -258,14 +276,18 @@ func displayLockKey(k string) string {
 // displayKey quotes a key for the table, Go-style, so that control characters, invalid
 // UTF-8 and spaces show as escapes and can neither move the cursor nor be mistaken for
 // column breaks; a key longer than topKeyWidth bytes is cut and its length added.
-func displayKey(k string) string {
-	if len(k) <= topKeyWidth {
-		return strconv.Quote(k)
+func displayKey(k string) string { return cutQuote(k, topKeyWidth) }
+
+// cutQuote quotes s Go-style; an s longer than most bytes is cut there (at a character's
+// start), with its length added.
+func cutQuote(s string, most int) string {
+	if len(s) <= most {
+		return strconv.Quote(s)
 	}
-	cut := topKeyWidth
-	for cut > 0 && !utf8.RuneStart(k[cut]) {
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	q := strconv.Quote(k[:cut])
-	return fmt.Sprintf("%s...\"(%d bytes)", q[:len(q)-1], len(k))
+	q := strconv.Quote(s[:cut])
+	return fmt.Sprintf("%s...\"(%d bytes)", q[:len(q)-1], len(s))
 }

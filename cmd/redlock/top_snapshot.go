@@ -22,9 +22,10 @@ const topWorkers = 16
 
 // topNode is what one node's scan found.
 type topNode struct {
-	err       error // nil when the scan answered
-	examined  int   // string keys returned by SCAN
-	truncated bool  // the scan stopped at --limit with names left
+	err        error // nil when the scan answered
+	examined   int   // string keys returned by SCAN
+	truncated  bool  // the scan stopped at --limit with names left
+	cutReaders bool  // ... in its readers sets (the string keys were all scanned)
 }
 
 // topSnap is one refresh.
@@ -35,14 +36,17 @@ type topSnap struct {
 	answered   int               // nodes whose scan answered
 	found      int               // distinct lock keys found, after --match
 	truncated  bool              // a node's scan or the list of keys stopped at --limit
-	cutScans   int               // nodes whose scan stopped at --limit
+	cutScans   int               // nodes whose scan stopped at --limit in their string keys
+	cutRWScans int               // nodes whose scan stopped at --limit in their readers sets
 	cutList    bool              // more keys to read than --limit
+	cutRWList  bool              // more read/write locks to read than --limit
 	locks      []*redlock.Status // the locks shown, by key
 	hiddenFree int               // free locks found but not shown (without --all)
 	// rws are the read/write locks shown by their readers, by name: those found by a readers
 	// set on some node whose read shows a reader on some node (with --all, every one found).
-	rws     []*redlock.RWStatus
-	foundRW int // distinct read/write locks found by their readers sets
+	rws      []*redlock.RWStatus
+	foundRW  int // distinct read/write locks found by their readers sets
+	hiddenRW int // of those, the ones no node says readers hold (shown with --all)
 }
 
 // firstFailure names the first node whose scan failed and its error, for the message of a
@@ -98,7 +102,7 @@ func (t *topper) rwToRead(snap *topSnap, found []topFound) []string {
 	names := slices.Sorted(maps.Keys(seen))
 	snap.foundRW = len(names)
 	if len(names) > t.cfg.limit {
-		names, snap.cutList, snap.truncated = names[:t.cfg.limit], true, true
+		names, snap.cutRWList, snap.truncated = names[:t.cfg.limit], true, true
 	}
 	return names
 }
@@ -122,6 +126,8 @@ func (t *topper) keepRWs(snap *topSnap, rws []*redlock.RWStatus, errs []error) e
 		}
 		if t.cfg.all || readersOnSomeNode(rws[i]) {
 			snap.rws = append(snap.rws, rws[i])
+		} else {
+			snap.hiddenRW++ // its places expired, or it was released between the scan and the read
 		}
 	}
 	return nil
@@ -146,7 +152,10 @@ func (t *topper) toRead(snap *topSnap, found []topFound) []string {
 		if snap.nodes[i].err == nil {
 			snap.answered++
 		}
-		if snap.nodes[i].truncated {
+		switch {
+		case snap.nodes[i].cutReaders:
+			snap.cutRWScans++
+		case snap.nodes[i].truncated:
 			snap.cutScans++
 		}
 		for _, k := range f.holders {
@@ -178,7 +187,7 @@ func (t *topper) toRead(snap *topSnap, found []topFound) []string {
 	if len(read) > t.cfg.limit {
 		read, snap.cutList = read[:t.cfg.limit], true
 	}
-	snap.truncated = snap.cutScans > 0 || snap.cutList
+	snap.truncated = snap.cutScans > 0 || snap.cutRWScans > 0 || snap.cutList
 	return read
 }
 
