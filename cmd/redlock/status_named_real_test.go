@@ -162,7 +162,10 @@ func TestRealTopShowsReaders(t *testing.T) {
 	}
 	writer, readers, other := at(`rwlock "audit" writer`), at(`rwlock "audit" readers`), at(`rwlock "balances" readers`)
 	if writer < 0 || readers != writer+1 || other < readers {
-		t.Errorf("want the rows of \"audit\" (writer, then readers) before the readers of \"balances\":\n%s", out)
+		t.Fatalf("want the rows of \"audit\" (writer, then readers) before the readers of \"balances\":\n%s", out)
+	}
+	if f := strings.Fields(lines[readers]); f[0] != "!" {
+		t.Errorf("readers row %q beside a writer on a quorum: want the ! mark", lines[readers])
 	}
 
 	// --match with the lock's writer key (the key users know) shows its readers; the name's

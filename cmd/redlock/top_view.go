@@ -54,7 +54,7 @@ func viewOf(st *redlock.Status) topView {
 // readersView is what top derives from a read/write lock's readers on every node.
 type readersView struct {
 	state    string        // "read" (a reader on a quorum), "partial", "free" or "unknown"
-	disagree bool          // some node lists a reader that is not on a quorum of nodes
+	disagree bool          // some node lists a reader that is not on a quorum of nodes, or readers and a writer both hold a quorum
 	on       int           // how many nodes count a reader
 	ttl      time.Duration // how long some reader keeps a quorum if none renews, 0 for none
 }
@@ -87,6 +87,9 @@ func readersViewOf(rw *redlock.RWStatus) readersView {
 			slices.SortFunc(d, func(a, b time.Duration) int { return cmp.Compare(b, a) })
 			v.ttl = max(v.ttl, d[rw.Quorum-1])
 		}
+	}
+	if rw.HeldForReading() && rw.HeldForWriting() {
+		v.disagree = true // the lock never lets both in: a node lost its data, or keys were written by hand
 	}
 	switch {
 	case rw.ReadersAnswered < rw.Quorum:
