@@ -119,20 +119,12 @@ func (t *topper) locksLine(s *topSnap) string {
 		}
 	}
 	if s.cutScans > 0 {
-		nodes := "nodes"
-		if s.cutScans == 1 {
-			nodes = "node"
-		}
-		line += fmt.Sprintf("; the scan of %d %s stopped at --limit %d string keys: locks may be missing (raise --limit, or narrow the scan with --match)",
-			s.cutScans, nodes, t.cfg.limit)
+		line += fmt.Sprintf("; the scan of %s stopped at --limit %d string keys: locks may be missing (raise --limit, or narrow the scan with --match)",
+			countNodes(s.cutScans), t.cfg.limit)
 	}
 	if s.cutRWScans > 0 {
-		nodes := "nodes"
-		if s.cutRWScans == 1 {
-			nodes = "node"
-		}
-		line += fmt.Sprintf("; the scan of %d %s stopped at --limit %d keys in the readers sets: read/write locks may be missing (raise --limit)",
-			s.cutRWScans, nodes, t.cfg.limit)
+		line += fmt.Sprintf("; the scan of %s stopped at --limit %d keys in the readers sets: read/write locks may be missing (raise --limit)",
+			countNodes(s.cutRWScans), t.cfg.limit)
 	}
 	if s.cutRWList {
 		line += fmt.Sprintf("; more than --limit %d read/write locks found: %d read (raise --limit, or narrow with --match)", t.cfg.limit, t.cfg.limit)
@@ -141,6 +133,14 @@ func (t *topper) locksLine(s *topSnap) string {
 		line += fmt.Sprintf("; more than --limit %d locks found: %d read, held ones first (raise --limit, or narrow with --match)", t.cfg.limit, t.cfg.limit)
 	}
 	return line
+}
+
+// countNodes is "1 node" or "K nodes".
+func countNodes(k int) string {
+	if k == 1 {
+		return "1 node"
+	}
+	return fmt.Sprintf("%d nodes", k)
 }
 
 // tableRows lays out the column titles and one row per lock in aligned columns, and
