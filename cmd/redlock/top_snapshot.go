@@ -23,7 +23,7 @@ const topWorkers = 16
 // topNode is what one node's scan found.
 type topNode struct {
 	err        error // nil when the scan answered
-	examined   int   // string keys returned by SCAN
+	examined   int   // names returned by SCAN: string keys, then readers sets
 	truncated  bool  // the scan stopped at --limit with names left
 	cutReaders bool  // ... in its readers sets (the string keys were all scanned)
 }
