@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -100,8 +101,18 @@ func TestRealTopShowsReaders(t *testing.T) {
 		ids = append(ids, r.ID())
 	}
 	slices.Sort(ids)
+	// An acquire returns once a quorum granted it: wait for the last node's grant.
+	admin := cluster.ClientsT(t)
+	testutil.WaitFor(t, 10*time.Second, "both readers' places on every node", func() bool {
+		for _, rc := range admin {
+			if n, err := rc.ZCard(ctx, rw.ReadersKey()).Result(); err != nil || n != 2 {
+				return false
+			}
+		}
+		return true
+	})
 	// A place on node 0 alone, a minute from now on its clock.
-	n0 := cluster.ClientsT(t)[0]
+	n0 := admin[0]
 	now, err := n0.Time(ctx).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +157,15 @@ func TestRealTopShowsReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Release(ctx)
-	for _, rc := range cluster.ClientsT(t) {
+	testutil.WaitFor(t, 10*time.Second, "the writer's key on every node", func() bool {
+		for _, rc := range admin {
+			if v, err := rc.Get(ctx, audit.Key()).Result(); err != nil || v != w.ID() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, rc := range admin {
 		now, err := rc.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)

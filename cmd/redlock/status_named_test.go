@@ -12,6 +12,7 @@ import (
 
 	"github.com/quorumlock/redlock"
 	"github.com/quorumlock/redlock/internal/embedded"
+	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -102,6 +103,16 @@ func TestStatusRWLock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An acquire returns once a quorum granted it; the last node's grant may still be on its
+	// way. The checks below want both places on every node.
+	testutil.WaitFor(t, 10*time.Second, "both readers' places on every node", func() bool {
+		for _, s := range en.Servers() {
+			if m, err := s.ZMembers(readers); err != nil || len(m) != 2 {
+				return false
+			}
+		}
+		return true
+	})
 	if _, err := other.RWLock("ledger").TryAcquireWrite(ctx, time.Minute); !errors.Is(err, redlock.ErrNotAcquired) {
 		t.Fatalf("a writer while readers hold: %v, want ErrNotAcquired", err)
 	}
@@ -141,6 +152,16 @@ func TestStatusRWLock(t *testing.T) {
 	if err := r1.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// A release returns once a quorum has it; the last node's may still be on its way, and
+	// a writer that came before it would be refused there.
+	testutil.WaitFor(t, 10*time.Second, "the readers' places gone from every node", func() bool {
+		for _, s := range en.Servers() {
+			if s.Exists(readers) {
+				return false
+			}
+		}
+		return true
+	})
 	for _, s := range en.Servers() {
 		s.Del(intent)
 	}
