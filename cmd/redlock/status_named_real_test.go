@@ -23,10 +23,14 @@ func TestRealStatusRWLockAndElection(t *testing.T) {
 	defer cancel()
 
 	rw := c.RWLock("ledger")
+	admin := cluster.ClientsT(t)
 	w, err := rw.TryAcquireWrite(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An acquire or release returns once a quorum has it: the checks below wait for the
+	// last node's.
+	onEveryNode(t, admin, "the writer's key", func(rc redis.UniversalClient) bool { return rc.Get(ctx, rw.Key()).Val() == w.ID() })
 	doc := namedStatusJSON[rwDoc](t, 0, "--nodes", nodes, "--rwlock", "ledger")
 	if doc.State != "write" || doc.Writer.Holder != w.ID() || doc.Writer.Key != rw.Key() || len(doc.Readers) != 0 {
 		t.Errorf("a writer: state %q, writer %q on %q, readers %v; want write, %s on %q", doc.State, doc.Writer.Holder, doc.Writer.Key, doc.Readers, w.ID(), rw.Key())
@@ -38,6 +42,7 @@ func TestRealStatusRWLockAndElection(t *testing.T) {
 	if err := w.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	onEveryNode(t, admin, "no writer key", func(rc redis.UniversalClient) bool { return rc.Exists(ctx, rw.Key()).Val() == 0 })
 
 	r1, err := rw.TryAcquireRead(ctx, time.Minute)
 	if err != nil {
@@ -49,6 +54,7 @@ func TestRealStatusRWLockAndElection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r2.Release(ctx)
+	onEveryNode(t, admin, "both readers' places", func(rc redis.UniversalClient) bool { return rc.ZCard(ctx, rw.ReadersKey()).Val() == 2 })
 	doc = namedStatusJSON[rwDoc](t, 0, "--nodes", nodes, "--rwlock", "ledger")
 	if want := slices.Sorted(slices.Values([]string{r1.ID(), r2.ID()})); doc.State != "read" || !slices.Equal(doc.Readers, want) || doc.Writer.Holder != "" {
 		t.Errorf("two readers: state %q, readers %v, writer %q; want read, %v and none", doc.State, doc.Readers, doc.Writer.Holder, want)
@@ -103,14 +109,7 @@ func TestRealTopShowsReaders(t *testing.T) {
 	slices.Sort(ids)
 	// An acquire returns once a quorum granted it: wait for the last node's grant.
 	admin := cluster.ClientsT(t)
-	testutil.WaitFor(t, 10*time.Second, "both readers' places on every node", func() bool {
-		for _, rc := range admin {
-			if n, err := rc.ZCard(ctx, rw.ReadersKey()).Result(); err != nil || n != 2 {
-				return false
-			}
-		}
-		return true
-	})
+	onEveryNode(t, admin, "both readers' places", func(rc redis.UniversalClient) bool { return rc.ZCard(ctx, rw.ReadersKey()).Val() == 2 })
 	// A place on node 0 alone, a minute from now on its clock.
 	n0 := admin[0]
 	now, err := n0.Time(ctx).Result()
@@ -157,14 +156,7 @@ func TestRealTopShowsReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Release(ctx)
-	testutil.WaitFor(t, 10*time.Second, "the writer's key on every node", func() bool {
-		for _, rc := range admin {
-			if v, err := rc.Get(ctx, audit.Key()).Result(); err != nil || v != w.ID() {
-				return false
-			}
-		}
-		return true
-	})
+	onEveryNode(t, admin, "the writer's key", func(rc redis.UniversalClient) bool { return rc.Get(ctx, audit.Key()).Val() == w.ID() })
 	for _, rc := range admin {
 		now, err := rc.Time(ctx).Result()
 		if err != nil {
@@ -204,4 +196,18 @@ func TestRealTopShowsReaders(t *testing.T) {
 	if !strings.Contains(out, "stopped at --limit "+limit+" keys in the readers sets: read/write locks may be missing") {
 		t.Errorf("top --limit %s: no word of the readers sets' scan stopping:\n%s", limit, out)
 	}
+}
+
+// onEveryNode waits until ok holds on every node: an acquire or release returns once a
+// quorum has it, and the last node's call may still be on its way.
+func onEveryNode(t *testing.T, admin []redis.UniversalClient, what string, ok func(redis.UniversalClient) bool) {
+	t.Helper()
+	testutil.WaitFor(t, 10*time.Second, what+" on every node", func() bool {
+		for _, rc := range admin {
+			if !ok(rc) {
+				return false
+			}
+		}
+		return true
+	})
 }

@@ -171,6 +171,14 @@ func TestStatusRWLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Release(ctx)
+	testutil.WaitFor(t, 10*time.Second, "the writer's key on every node", func() bool {
+		for _, s := range en.Servers() {
+			if v, err := s.Get(rw.Key()); err != nil || v != w.ID() {
+				return false
+			}
+		}
+		return true
+	})
 	en.Servers()[2].SetError("ERR down")
 	code, out, errOut = cli(t, nil, "status", "--rwlock", "--nodes", nodes, "ledger")
 	if code != 0 || !strings.Contains(out, "held for writing by "+w.ID()[:8]+" on 2 of 3 nodes") || !strings.Contains(out, "ERR down") {
