@@ -60,20 +60,21 @@ func (c *Client) Election(name string) *Election {
 }
 
 func (e *Election) build() error {
+	if err := checkName("election", e.name); err != nil {
+		return err
+	}
 	key, err := slotKey(ElectionPrefix, e.name, true, namePrefixes...)
 	if err != nil {
-		return nameError("election", e.name, err)
+		return err
 	}
 	if e.record, err = slotKey(LeaderPrefix, e.name, true, namePrefixes...); err != nil {
-		return nameError("election", e.name, err)
+		return err
 	}
 	if err := checkDerived("election", e.name, key, e.record); err != nil {
 		return err
 	}
-	if e.set, err = newDerivedLockKeys(key); err != nil {
-		return nameError("election", e.name, err)
-	}
-	return nil
+	e.set, err = newDerivedLockKeys(key)
+	return err
 }
 
 // Name returns the election's name.

@@ -98,25 +98,14 @@ func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidArgument}, args...)...)
 }
 
-// nameError is the error of a name refused for a semaphore, election or read/write lock
-// (kind). A name follows a lock key's rules (slotKey), and slotKey's refusal of it is said of
-// the name, with one "redlock: invalid argument" in front: `redlock: invalid argument:
-// read/write lock name is empty`, not `read/write lock "": redlock: invalid argument: key is
-// empty`.
-func nameError(kind, name string, err error) error {
-	if !errors.Is(err, ErrInvalidArgument) {
-		return fmt.Errorf("redlock: %s %q: %w", kind, quoteKey(name), err)
-	}
-	msg := strings.TrimPrefix(err.Error(), ErrInvalidArgument.Error()+": ")
-	if rest, ok := strings.CutPrefix(msg, "key "); ok {
-		return invalidf("%s name %s", kind, rest)
-	}
-	return invalidf("%s %q: %s", kind, quoteKey(name), msg)
-}
+// checkName refuses, said of the name, a name of a semaphore, election or read/write lock
+// (kind) with a lock key's faults (checkKey): `redlock: invalid argument: read/write lock
+// name is empty`.
+func checkName(kind, name string) error { return checkKey(kind+" name", name, namePrefixes...) }
 
-// checkDerived refuses a name (of a semaphore, election or read/write lock: kind) whose own
-// length is allowed but one of whose derived keys would be longer than MaxKeyLen, saying so
-// of the name, with how long a name of its shape may be (its longest key's limit).
+// checkDerived refuses a name (kind as for checkName) whose own length is allowed but one of
+// whose derived keys would be longer than MaxKeyLen, saying so of the name, with how long a
+// name of its shape may be (its longest key's limit).
 func checkDerived(kind, name string, keys ...string) error {
 	longest := ""
 	for _, k := range keys {

@@ -61,16 +61,8 @@ func hashTag(key string) (string, bool) {
 // split says whether a key that is all one hash tag gets the third form (fence counters) or
 // keeps the first (RedisFence's token keys; see highestKey).
 func slotKey(prefix, key string, split bool, reserved ...string) (string, error) {
-	if key == "" {
-		return "", invalidf("key is empty")
-	}
-	if len(key) > MaxKeyLen {
-		return "", invalidf("key %q is %d bytes, longer than MaxKeyLen (%d)", quoteKey(key), len(key), MaxKeyLen)
-	}
-	for _, p := range reserved {
-		if strings.HasPrefix(key, p) {
-			return "", invalidf("key %q starts with the reserved prefix %q", quoteKey(key), p)
-		}
+	if err := checkKey("key", key, reserved...); err != nil {
+		return "", err
 	}
 	if _, ok := hashTag(key); ok && !(split && wholeTag(key)) {
 		return prefix + key, nil
@@ -79,6 +71,24 @@ func slotKey(prefix, key string, split bool, reserved ...string) (string, error)
 		return prefix + "{" + key + "}", nil
 	}
 	return prefix + prefix + "{" + slotTag(keySlot(key)) + "}" + key, nil
+}
+
+// checkKey refuses, with ErrInvalidArgument, a key (or a name that follows a key's rules:
+// what names it in the message, "key" or "semaphore name", say) that is empty, longer than
+// MaxKeyLen or starts with one of the reserved prefixes.
+func checkKey(what, key string, reserved ...string) error {
+	if key == "" {
+		return invalidf("%s is empty", what)
+	}
+	if len(key) > MaxKeyLen {
+		return invalidf("%s %q is %d bytes, longer than MaxKeyLen (%d)", what, quoteKey(key), len(key), MaxKeyLen)
+	}
+	for _, p := range reserved {
+		if strings.HasPrefix(key, p) {
+			return invalidf("%s %q starts with the reserved prefix %q", what, quoteKey(key), p)
+		}
+	}
+	return nil
 }
 
 // wholeTag reports whether key is "{" + t + "}" with t its hash tag: a key the first form of

@@ -94,22 +94,23 @@ func (c *Client) RWLock(name string) *RWLock {
 }
 
 func (rw *RWLock) build() error {
+	if err := checkName("read/write lock", rw.name); err != nil {
+		return err
+	}
 	var err error
 	for _, k := range []struct {
 		dst    *string
 		prefix string
 	}{{&rw.keys.writer, RWPrefix}, {&rw.keys.readers, ReadersPrefix}, {&rw.keys.intent, IntentPrefix}, {&rw.keys.phase, PhasePrefix}} {
 		if *k.dst, err = slotKey(k.prefix, rw.name, true, namePrefixes...); err != nil {
-			return nameError("read/write lock", rw.name, err)
+			return err
 		}
 	}
 	if err := checkDerived("read/write lock", rw.name, rw.keys.writer, rw.keys.readers, rw.keys.intent, rw.keys.phase); err != nil {
 		return err
 	}
-	if rw.set, err = newDerivedLockKeys(rw.keys.writer); err != nil {
-		return nameError("read/write lock", rw.name, err)
-	}
-	return nil
+	rw.set, err = newDerivedLockKeys(rw.keys.writer)
+	return err
 }
 
 // Name returns the lock's name.

@@ -73,12 +73,15 @@ func (s *Semaphore) build() error {
 	if s.permits < 1 || s.permits > MaxPermits {
 		return invalidf("semaphore %q: %d permits, want 1 to MaxPermits (%d)", quoteKey(s.name), s.permits, MaxPermits)
 	}
+	if err := checkName("semaphore", s.name); err != nil {
+		return err
+	}
 	keys := make([]string, s.permits)
 	s.keys = make([]lockKeys, s.permits)
 	for i := range keys {
 		k, err := permitKey(s.name, i)
 		if err != nil {
-			return nameError("semaphore", s.name, err)
+			return err
 		}
 		keys[i] = k
 	}
@@ -88,13 +91,13 @@ func (s *Semaphore) build() error {
 	for i, k := range keys {
 		set, err := newDerivedLockKeys(k)
 		if err != nil {
-			return nameError("semaphore", s.name, err)
+			return err
 		}
 		keys[i], s.keys[i] = k, set
 	}
 	all, err := newDerivedLockKeys(keys...)
 	if err != nil {
-		return nameError("semaphore", s.name, err)
+		return err
 	}
 	s.all = all
 	// Apart from every lock's queue: a single-key lock queues under its key, a multi-key
