@@ -27,7 +27,9 @@ its state, its holder (first 8 hex digits), on how many nodes that holder has it
 long it keeps a quorum without renewing, the next token, and the remaining TTL on each
 node. A row marked '!' is a lock the nodes disagree about: a holder present on fewer than
 a quorum of nodes (a different holder on some node, an acquire half done, or keys
-expiring). Locks taken WithoutFencing are found too (their token is 0).
+expiring). Locks taken WithoutFencing are found too (their token is 0). A second scan
+finds the readers sets of read/write locks (redlock:readers:*, SCAN ... TYPE zset): each
+lock that readers hold gets a row 'rwlock "NAME" readers', after its writer's row.
 
 Only locks with a key on some node are shown; --all shows free ones too, as far as they
 left something behind: a per-key fence counter (redlock:fence:*, written by clients of
