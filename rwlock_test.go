@@ -322,6 +322,7 @@ func TestRWLockWriterJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := w.Context(ctx)
+	settle(c) // the acquire returned at a quorum: its last node's call may still be on its way
 	before := commandCounts(servers)
 	j1, err := rw.TryAcquireWrite(held, 10*time.Second)
 	if err != nil {
