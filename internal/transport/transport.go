@@ -640,19 +640,10 @@ func (q *Queue) expire(b *batch) {
 		b.timer.Reset(timeout - since)
 		return
 	}
-	q.mu.Unlock()
-	// Every call, Keep calls too, reports its timeout now: its owner gets an answer within
-	// the node's timeout. The call itself goes on (up to the exec budget), and its late
-	// answer still reaches the sink and the OnFinal hook.
-	for _, c := range b.calls {
-		if c.state.CompareAndSwap(callSent, callTimedOut) {
-			q.report(c, Event{Out: TimedOut, Err: q.downErr(ErrTimeout)})
-			q.reportWaiting(c)
-		}
-	}
-	q.mu.Lock()
+	// The batch is overdue from now, before any owner hears of its timeout: a call the owner
+	// sends on hearing it (the next attempt, say) finds the queue stalled if it is.
 	var dropped []*Call
-	if !b.back && !b.overdue {
+	if !b.overdue {
 		b.overdue = true
 		q.overdue++
 	}
@@ -669,6 +660,15 @@ func (q *Queue) expire(b *batch) {
 		q.queue = kept
 	}
 	q.mu.Unlock()
+	// Every call, Keep calls too, reports its timeout now: its owner gets an answer within
+	// the node's timeout. The call itself goes on (up to the exec budget), and its late
+	// answer still reaches the sink and the OnFinal hook.
+	for _, c := range b.calls {
+		if c.state.CompareAndSwap(callSent, callTimedOut) {
+			q.report(c, Event{Out: TimedOut, Err: q.downErr(ErrTimeout)})
+			q.reportWaiting(c)
+		}
+	}
 	for _, c := range dropped {
 		q.report(c, Event{Out: NotSent, Err: q.downErr(ErrStalled)})
 		q.finish(c)
