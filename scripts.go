@@ -40,10 +40,19 @@ var (
 	acquireSrc string
 	//go:embed lua/acquire_multi.lua
 	acquireMultiSrc     string
-	acquireScript       = newLua("acquire", countersSrc+acquireSrc)
-	acquireQueuedScript = newLua("acquire_queued", countersSrc+queueSrc+acquireSrc) // the same script with the queue's rules in front
+	//go:embed lua/acquire_fast.lua
+	acquireFastSrc      string
+	acquireScript       = newLua("acquire", withFastPath(countersSrc+acquireSrc))
+	acquireQueuedScript = newLua("acquire_queued", withFastPath(countersSrc+queueSrc+acquireSrc)) // the same script with the queue's rules in front
 	acquireMultiScript  = newLua("acquire_multi", countersSrc+acquireMultiSrc)
 )
+
+// withFastPath puts acquire_fast.lua in front of an acquire script (counters.lua and
+// acquire.lua, with queue.lua between them or not), which becomes the function general,
+// run only when the fast path does not apply: its helpers are then made only when needed.
+func withFastPath(general string) string {
+	return acquireFastSrc + "local function general(tried)\n" + general + "\nend\nreturn general(tried)\n"
+}
 
 // acquireArgs are the ARGV of acquire.lua and acquire_multi.lua.
 type acquireArgs struct {
@@ -275,7 +284,7 @@ var (
 	rwGateSrc string
 	//go:embed lua/rw_gate_end.lua
 	rwGateEndSrc       string
-	acquireWriteScript = newLua("acquire_write", countersSrc+rwGateSrc+acquireSrc+rwGateEndSrc)
+	acquireWriteScript = newLua("acquire_write", "local tried = false\n"+countersSrc+rwGateSrc+acquireSrc+rwGateEndSrc)
 	//go:embed lua/rw_release.lua
 	rwReleaseSrc    string
 	rwReleaseScript = newLua("rw_release", rwReleaseSrc)

@@ -5,10 +5,10 @@ package redlock
 // scriptSHAs holds the SHA-1 of each script's source (lua.src) in hex, by name, as EVALSHA
 // names it: constants, so that the library never computes SHA-1 (scripts.go, lua).
 var scriptSHAs = map[string]string{
-	"acquire":        "273cec841dcf2a7a281407cef95500f994299409",
+	"acquire":        "a0f61e6f73ffbb8287e8f3ac2752b52086275950",
 	"acquire_multi":  "621ff5600c403b95ae921614723d6a80193abc48",
-	"acquire_queued": "f7653f0a8ba59ddb426e254f1d494cb2986e9c80",
-	"acquire_write":  "a8b58c2d8e07b57426cc9a59bcdc9849273c3791",
+	"acquire_queued": "3ae77f0fd7178d43f59e26a1722634149e24a37c",
+	"acquire_write":  "3e46fce60172a9396a961f1dcf0af12eff3b8181",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",
 	"fence_get":      "3d91a01ee7912d8d409e62ded27bc787b686166c",

@@ -1,6 +1,6 @@
 -- acquire.lua: take the lock on this node if it is free, and mint a fencing token
 -- (counters.lua, put in front of this file, has the counter rules; queue.lua the waiter
--- queue).
+-- queue; acquire_fast.lua, in front of all three, the usual case written out inline).
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the own fence counter (the layout's: slot counter or per-key counter)
@@ -69,9 +69,11 @@ end
 -- The uncontended path: nobody is queued for the key (or the acquire is not queued). SET NX
 -- both tests that the key is free and takes it, saving a read; the checks follow, and a check
 -- that fails deletes the key again before the error reply, so the script changes nothing
--- all the same (it is atomic: no other command sees the key in between).
-local nobody = not queued
-if queued then
+-- all the same (it is atomic: no other command sees the key in between). tried (set by
+-- acquire_fast.lua in front of this file, false elsewhere) says that this has been done
+-- already and SET NX refused, or that waiters are queued.
+local nobody = not queued and not tried
+if queued and not tried then
   local n = redis.pcall('EXISTS', KEYS[4]) -- a user without the queue's commands: no queue
   nobody = n == 0 or type(n) == 'table'
 end

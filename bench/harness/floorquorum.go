@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// acquireLua returns the library's acquire script as TryAcquire sends it (lua/counters.lua,
-// the fence-counter rules, in front of lua/acquire.lua), read from the repository next to
+// acquireLua returns the library's acquire script as TryAcquire sends it (lua/acquire_fast.lua
+// in front of lua/counters.lua, the fence-counter rules, and lua/acquire.lua), read from the repository next to
 // this module (the harness is always built from its source tree), and where it came from.
 // A copy kept here would drift from the library's script and price the wrong thing.
 func acquireLua() (src, from string, err error) {
@@ -23,14 +23,19 @@ func acquireLua() (src, from string, err error) {
 		return "", "", errors.New("harness: cannot locate lua/acquire.lua: no caller information")
 	}
 	dir := filepath.Join(filepath.Dir(file), "..", "..", "lua")
-	for _, f := range []string{"counters.lua", "acquire.lua"} {
+	parts := map[string]string{}
+	for _, f := range []string{"acquire_fast.lua", "counters.lua", "acquire.lua"} {
 		b, err := os.ReadFile(filepath.Join(dir, f))
 		if err != nil {
 			return "", "", fmt.Errorf("harness: read the library's acquire script: %w", err)
 		}
-		src += string(b)
+		parts[f] = string(b)
 	}
-	return src, "lua/counters.lua + lua/acquire.lua", nil
+	// As the library composes it (withFastPath in scripts.go): the fast path in front, the
+	// general path behind it as a function. TestFloorsAcquire fails when the two drift apart.
+	src = parts["acquire_fast.lua"] + "local function general(tried)\n" + parts["counters.lua"] +
+		parts["acquire.lua"] + "\nend\nreturn general(tried)\n"
+	return src, "lua/acquire_fast.lua + lua/counters.lua + lua/acquire.lua", nil
 }
 
 // floorQuorum is a minimal Redlock without the library: the acquire command sent to every

@@ -1,0 +1,145 @@
+package redlock
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestAcquireFastMatchesGeneral runs the acquire scripts as they are sent (acquire_fast.lua
+// in front, the general path behind it) and the general path alone (acquire.lua behind
+// counters.lua and queue.lua, as the scripts were before the fast path) on the same node
+// states: held, free, ours; waiters queued or not; counters missing, small, at the edge of
+// Lua's exact numbers, beyond it, at the maximum or holding something else; seeds of now,
+// far ahead and malformed; bad PX and idle TTLs; both layouts; queued with and without
+// fencing. Each pair must give the same reply (value or error text) and leave the same keys
+// (values, and TTLs within a second). It fails if the fast path mints a different token,
+// skips a check, or leaves a write behind a refusal.
+func TestAcquireFastMatchesGeneral(t *testing.T) {
+	general := "local tried = false\n" + countersSrc + acquireSrc
+	generalQueued := "local tried = false\n" + countersSrc + queueSrc + acquireSrc
+	forEachStore(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := ctxT(t, 60*time.Second)
+		const (
+			key, own, other = "{fa}:k", "{fa}:own", "{fa}:other"
+			queue, waiters  = "{fa}:q", "{fa}:w"
+		)
+		now := time.Now().UnixMicro()
+		nowS := strconv.FormatInt(now, 10)
+		counters := []string{"", "0", "5", "999999999999999", "8999999999999998", "8999999999999999",
+			"9000000000000000", strconv.FormatInt(now+5_000_000, 10), strconv.FormatInt(now-1, 10),
+			"abc", "007", "9223372036854775807", "9223372036854775806"}
+		seeds := []string{nowS, strconv.FormatInt(now+20_000_000, 10), strconv.FormatInt(now+9_000_000, 10),
+			"0", "abc", "3", "89999999999999990", "8999999999999999"}
+		idles := []string{"604800000", "0", "abc", "-5"}
+		pxs := []string{"8000", "0", "abc", "1"}
+		holders := []string{"", "me", "other"}
+
+		type state struct{ holder, own, other string }
+		reset := func(s state, queued bool) {
+			t.Helper()
+			if err := rc.Del(ctx, key, own, other, queue, waiters).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if s.holder != "" {
+				rc.Set(ctx, key, s.holder, 5*time.Second)
+			}
+			if s.own != "" {
+				rc.Set(ctx, own, s.own, time.Hour)
+			}
+			if s.other != "" {
+				rc.Set(ctx, other, s.other, 0)
+			}
+			if queued {
+				rc.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "w1"})
+				rc.HSet(ctx, waiters, "w1", time.Now().UnixMilli()+10_000)
+				rc.PExpire(ctx, queue, 10*time.Second)
+				rc.PExpire(ctx, waiters, 10*time.Second)
+			}
+		}
+		dump := func() string {
+			var b strings.Builder
+			for _, k := range []string{key, own, other, queue, waiters} {
+				ty := rc.Type(ctx, k).Val()
+				ttl := rc.PTTL(ctx, k).Val()
+				fmt.Fprintf(&b, "%s %s ttl=%d ", k, ty, ttl.Round(time.Second)/time.Second)
+				switch ty {
+				case "string":
+					b.WriteString(rc.Get(ctx, k).Val())
+				case "zset":
+					fmt.Fprint(&b, rc.ZRangeWithScores(ctx, k, 0, -1).Val())
+				case "hash":
+					m := rc.HGetAll(ctx, k).Val()
+					var fs []string
+					for f, v := range m {
+						n, _ := strconv.ParseInt(v, 10, 64)
+						fs = append(fs, fmt.Sprintf("%s=%d", f, n/1000)) // node times, to the second
+					}
+					sort.Strings(fs)
+					fmt.Fprint(&b, fs)
+				}
+				b.WriteString("\n")
+			}
+			return b.String()
+		}
+		// run returns the reply as text; a refusal's milliseconds left (the holder's PTTL,
+		// which moves between the two runs) rounded to a tenth of a second.
+		run := func(src string, keys []string, args []any, scale int64) string {
+			v, err := rc.Eval(ctx, src, keys, args...).Result()
+			if err != nil {
+				return "error: " + err.Error()
+			}
+			if n, ok := v.(int64); ok && n <= 0 {
+				left, rank := -n/scale, -n%scale
+				return fmt.Sprintf("refused: left %d00 ms, rank %d", (left+50)/100, rank)
+			}
+			return fmt.Sprintf("%T %v", v, v)
+		}
+		rng := rand.New(rand.NewPCG(1, 2))
+		pick := func(s []string) string { return s[rng.IntN(len(s))] }
+		cases, usual, fast := 600, 80, 0
+		for i := range cases {
+			s := state{holder: pick(holders), own: pick(counters), other: pick(counters)}
+			if i < usual { // the usual case first, many times: a free key and plain values
+				s = state{own: counters[rng.IntN(4)], other: []string{"", "", "5", counters[8]}[rng.IntN(4)]}
+			}
+			queuedCall := rng.IntN(3) == 0
+			queuedState := queuedCall && rng.IntN(2) == 0
+			seed, idle, px := nowS, "604800000", "8000"
+			if i >= usual {
+				seed, idle, px = pick(seeds), pick(idles), pick(pxs)
+			}
+			slot := strconv.Itoa(rng.IntN(2))
+			id := "me"
+			keys := []string{key, own, other}
+			args := []any{id, px, seed, idle, slot}
+			src, ref, scale := acquireScript.src, general, int64(1)
+			if queuedCall {
+				scale = 65536
+				keys = append(keys, queue, waiters)
+				args = append(args, "m1", strconv.FormatInt(now, 10), "5000", "200", strconv.Itoa(rng.IntN(2)), "redlock:turn:")
+				src, ref = acquireQueuedScript.src, generalQueued
+			}
+			reset(s, queuedState)
+			want, wantState := run(ref, keys, args, scale), dump()
+			reset(s, queuedState)
+			got, gotState := run(src, keys, args, scale), dump()
+			if got != want || gotState != wantState {
+				t.Fatalf("case %d: state %+v queued call %v, queue %v, args %q:\ngeneral: %s\n%s\nsent:    %s\n%s",
+					i, s, queuedCall, queuedState, args, want, wantState, got, gotState)
+			}
+			if !strings.HasPrefix(want, "error") && !strings.HasPrefix(want, "refused") && s.holder == "" {
+				fast++
+			}
+		}
+		if fast < usual {
+			t.Fatalf("only %d of %d cases granted the lock: the fast path was hardly compared", fast, cases)
+		}
+	})
+}
