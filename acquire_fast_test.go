@@ -38,7 +38,7 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 		seeds := []string{nowS, strconv.FormatInt(now+20_000_000, 10), strconv.FormatInt(now+9_000_000, 10),
 			"0", "abc", "3", "89999999999999990", "8999999999999999"}
 		idles := []string{"604800000", "0", "abc", "-5"}
-		pxs := []string{"8000", "0", "abc", "1"}
+		pxs := []string{"8000", "0", "abc", "2000"}
 		holders := []string{"", "me", "other"}
 
 		type state struct{ holder, own, other string }
@@ -63,8 +63,11 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 				rc.PExpire(ctx, waiters, 10*time.Second)
 			}
 		}
-		dump := func() string {
+		// dump returns the keys as text, the hash's values (node times in ms, which move
+		// between the two runs) left out, and those values in order beside it.
+		dump := func() (string, []int64) {
 			var b strings.Builder
+			var times []int64
 			for _, k := range []string{key, own, other, queue, waiters} {
 				ty := rc.Type(ctx, k).Val()
 				ttl := rc.PTTL(ctx, k).Val()
@@ -76,30 +79,46 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 					fmt.Fprint(&b, rc.ZRangeWithScores(ctx, k, 0, -1).Val())
 				case "hash":
 					m := rc.HGetAll(ctx, k).Val()
-					var fs []string
-					for f, v := range m {
-						n, _ := strconv.ParseInt(v, 10, 64)
-						fs = append(fs, fmt.Sprintf("%s=%d", f, n/1000)) // node times, to the second
+					fs := make([]string, 0, len(m))
+					for f := range m {
+						fs = append(fs, f)
 					}
 					sort.Strings(fs)
 					fmt.Fprint(&b, fs)
+					for _, f := range fs {
+						n, _ := strconv.ParseInt(m[f], 10, 64)
+						times = append(times, n)
+					}
 				}
 				b.WriteString("\n")
 			}
-			return b.String()
+			return b.String(), times
 		}
-		// run returns the reply as text; a refusal's milliseconds left (the holder's PTTL,
-		// which moves between the two runs) rounded to a tenth of a second.
-		run := func(src string, keys []string, args []any, scale int64) string {
+		// near reports whether two runs' node times (and milliseconds left) agree within a
+		// second.
+		near := func(a, b []int64) bool {
+			if len(a) != len(b) {
+				return false
+			}
+			for i := range a {
+				if d := a[i] - b[i]; d < -1000 || d > 1000 {
+					return false
+				}
+			}
+			return true
+		}
+		// run returns the reply as text, and for a refusal apart from it the milliseconds
+		// left (the holder's PTTL, which moves between the two runs).
+		run := func(src string, keys []string, args []any, scale int64) (string, []int64) {
 			v, err := rc.Eval(ctx, src, keys, args...).Result()
 			if err != nil {
-				return "error: " + err.Error()
+				return "error: " + err.Error(), nil
 			}
 			if n, ok := v.(int64); ok && n <= 0 {
 				left, rank := -n/scale, -n%scale
-				return fmt.Sprintf("refused: left %d00 ms, rank %d", (left+50)/100, rank)
+				return fmt.Sprintf("refused: rank %d", rank), []int64{left}
 			}
-			return fmt.Sprintf("%T %v", v, v)
+			return fmt.Sprintf("%T %v", v, v), nil
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
 		pick := func(s []string) string { return s[rng.IntN(len(s))] }
@@ -127,12 +146,15 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 				src, ref = acquireQueuedScript.src, generalQueued
 			}
 			reset(s, queuedState)
-			want, wantState := run(ref, keys, args, scale), dump()
+			want, wantLeft := run(ref, keys, args, scale)
+			wantState, wantTimes := dump()
 			reset(s, queuedState)
-			got, gotState := run(src, keys, args, scale), dump()
-			if got != want || gotState != wantState {
-				t.Fatalf("case %d: state %+v queued call %v, queue %v, args %q:\ngeneral: %s\n%s\nsent:    %s\n%s",
-					i, s, queuedCall, queuedState, args, want, wantState, got, gotState)
+			got, gotLeft := run(src, keys, args, scale)
+			gotState, gotTimes := dump()
+			wantTimes, gotTimes = append(wantTimes, wantLeft...), append(gotTimes, gotLeft...)
+			if got != want || gotState != wantState || !near(gotTimes, wantTimes) {
+				t.Fatalf("case %d: state %+v queued call %v, queue %v, args %q:\ngeneral: %s\n%s%v\nsent:    %s\n%s%v",
+					i, s, queuedCall, queuedState, args, want, wantState, wantTimes, got, gotState, gotTimes)
 			}
 			if !strings.HasPrefix(want, "error") && !strings.HasPrefix(want, "refused") && s.holder == "" {
 				fast++

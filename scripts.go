@@ -39,7 +39,7 @@ var (
 	//go:embed lua/acquire.lua
 	acquireSrc string
 	//go:embed lua/acquire_multi.lua
-	acquireMultiSrc     string
+	acquireMultiSrc string
 	//go:embed lua/acquire_fast.lua
 	acquireFastSrc      string
 	acquireScript       = newLua("acquire", withFastPath(countersSrc+acquireSrc))
