@@ -46,7 +46,8 @@ type procsSlice struct {
 	Censored int             // waits still open when the slice ended
 	AcqErr   int             // acquire errors other than the slice's end
 	RelFail  int
-	Err      string // the last error, "" for none
+	Err      string        // the last error, "" for none
+	CPU      time.Duration // the worker process's user and system CPU time over the slice
 }
 
 // RunWorkerIfAsked runs a worker of scenario procs and exits the process when workerEnv is
@@ -128,7 +129,10 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		if err := enc.Encode(workerSlice(ctx, im, w, d)); err != nil {
+		c0 := selfCPU()
+		s := workerSlice(ctx, im, w, d)
+		s.CPU = selfCPU() - c0
+		if err := enc.Encode(s); err != nil {
 			return err
 		}
 	}
@@ -225,6 +229,10 @@ type procGroup struct {
 	name  string
 	procs []*workerProc
 	st    fStats
+	// servers are the nodes' PIDs, whose CPU time each slice adds to serverCPU; workerCPU adds
+	// up the workers' own.
+	servers              []int
+	workerCPU, serverCPU time.Duration
 }
 
 type workerProc struct {
@@ -285,6 +293,7 @@ func (p *workerProc) fail(err error) error {
 // slice runs every worker of the group for d at once and adds what they measured.
 func (g *procGroup) slice(d time.Duration) error {
 	start := time.Now()
+	s0 := g.nodesCPU()
 	for _, p := range g.procs {
 		if _, err := fmt.Fprintf(p.stdin, "run %s\n", d); err != nil {
 			return p.fail(err)
@@ -302,10 +311,12 @@ func (g *procGroup) slice(d time.Duration) error {
 	}
 	wg.Wait()
 	g.st.elapsed += time.Since(start)
+	g.serverCPU += g.nodesCPU() - s0
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	for i, s := range res {
+		g.workerCPU += s.CPU
 		g.st.perG[i] += s.N
 		for _, w := range s.Waits {
 			g.st.waits.add(w)
@@ -318,6 +329,15 @@ func (g *procGroup) slice(d time.Duration) error {
 		}
 	}
 	return nil
+}
+
+// nodesCPU is the CPU time of the group's servers so far (0 without servers).
+func (g *procGroup) nodesCPU() time.Duration {
+	var t time.Duration
+	for _, pid := range g.servers {
+		t += procCPU(pid)
+	}
+	return t
 }
 
 // stop ends the workers: their stdin closes, they release what they hold and exit; one
@@ -513,6 +533,11 @@ func (r *runner) procsDistinct(ctx context.Context, p, g int) error {
 		return err
 	}
 	defer stopGroups(groups)
+	for _, g := range groups {
+		for i := range addrs {
+			g.servers = append(g.servers, r.nodes[i].PID())
+		}
+	}
 	slice := min(max(r.cfg.Slice, time.Second), dur)
 	r.logf("procsd: %d contenders × %s, %d processes × %d goroutines on distinct keys, interleaved in slices of %s", len(groups), dur, p, g, slice)
 	if err := runGroups(ctx, groups, dur, slice); err != nil {
@@ -529,13 +554,16 @@ func (r *runner) procsDistinct(ctx context.Context, p, g int) error {
 	for i, gr := range groups {
 		st := &gr.st
 		lr := float64(st.total()) / st.elapsed.Seconds()
-		rows[i] = []string{gr.name, rate(lr), ratio(lr, rsRate), fmt.Sprint(st.acqErr)}
+		n := time.Duration(max(st.total(), 1))
+		rows[i] = []string{gr.name, rate(lr), ratio(lr, rsRate), fmt.Sprint(st.acqErr), us(gr.workerCPU / n), us(gr.serverCPU / n)}
 		if st.lastErr != nil {
 			ns = append(ns, fmt.Sprintf("%s, last error: `%v`", gr.name, st.lastErr))
 		}
 	}
-	table(w, []string{"contender", "locks/s", "vs redsync TryLock", "failed calls"}, rows)
+	table(w, []string{"contender", "locks/s", "vs redsync TryLock", "failed calls", "worker CPU/lock", "redis-server CPU/lock"}, rows)
 	notes(w, ns)
+	fmt.Fprintf(w, "CPU per lock: worker = the %d worker processes (getrusage, each over its slices), redis-server = the five server processes (/proc, 10 ms ticks), "+
+		"each divided by the locks taken. The machine's cores bound the two together: at this shape the rate follows their sum.\n\n", p)
 	acq, try := &groups[0].st, &groups[1].st
 	tag := fmt.Sprintf("%d×%d distinct keys: ", p, g)
 	ts := []Target{
