@@ -361,3 +361,10 @@ func showcase(runs []*Result) *Result {
 	})
 	return ordered[0]
 }
+
+// TimelineSVG draws a history as the lab's report draws a run: per key, a row per node (none
+// when h.Nodes is 0) and per client, with the critical sections, the writes, the faults and
+// the overlaps. The comparison lab (module compare/) draws its runs with it.
+func TimelineSVG(h *History) string {
+	return timeline(&Result{Scenario: h.Scenario, Run: h.Run, History: h})
+}

@@ -33,6 +33,11 @@ Prints a summary table and writes to --out: report.md (a table per scenario), re
 recorded history and findings). The exit code is 1 if a scenario did not behave as
 expected.
 
+redlock lab --compare [flags] runs the comparison instead (module compare/, docs/choosing.md):
+Redlock beside one Redis with Sentinel failover, PostgreSQL (an advisory lock, a lock table)
+and etcd, healthy and under the same faults, with its program redlock-compare; the flags
+after --compare are its own (--compare -h lists them).
+
 Scenarios:
 %s`
 
@@ -54,6 +59,9 @@ type labArgs struct {
 // runLab is the lab command: it runs the chosen scenarios, prints their progress and
 // summary, and writes the report files.
 func runLab(ctx context.Context, e *env, args []string) error {
+	if isCompare(args) {
+		return runCompare(ctx, e, args[1:])
+	}
 	a, err := parseLab(e, args)
 	if err != nil {
 		return err
@@ -99,7 +107,7 @@ func parseLab(e *env, args []string) (labArgs, error) {
 	for _, s := range chaos.Scenarios() {
 		fmt.Fprintf(&list, "  %-24s %s\n", s.Name, s.Summary)
 	}
-	fs := newFlagSet("lab", "[--scenario NAME] [--runs N] [--seed S] [--out DIR] [--quick]", fmt.Sprintf(labAbout, list.String()))
+	fs := newFlagSet("lab", "[--scenario NAME] [--runs N] [--seed S] [--out DIR] [--quick] | --compare [redlock-compare flags]", fmt.Sprintf(labAbout, list.String()))
 	scenario := fs.String("scenario", "all", "run only the scenario `NAME` (or a comma-separated list of names)")
 	runs := fs.Int("runs", labDefaultRuns, "runs of each scenario")
 	seed := fs.Uint64("seed", 1, "seed of the scripts' random choices (which client, which nodes); run i uses seed S+i")

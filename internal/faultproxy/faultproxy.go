@@ -23,9 +23,13 @@ type Proxy struct {
 	addr      string
 	up, down  time.Duration // delay client→node, node→client
 	blackhole bool
-	refusing  bool
-	closed    bool
-	conns     map[*link]struct{}
+	// partitioned (SetPartitioned) is a blackhole that also holds back closes and dials
+	// until healed is closed.
+	partitioned bool
+	healed      chan struct{}
+	refusing    bool
+	closed      bool
+	conns       map[*link]struct{}
 
 	wg sync.WaitGroup
 }
@@ -75,6 +79,37 @@ func (p *Proxy) SetBlackhole(on bool) {
 	p.blackhole = on
 }
 
+// SetPartitioned is a stricter blackhole, for a network partition or a stopped process:
+// while on, bytes in both directions are swallowed, a side that closes its connection is
+// not closed on the other side, and a new connection is accepted but not forwarded, until
+// the partition ends; then the closes held back happen and the new connections are dialled.
+// Without it (SetBlackhole) the proxy passes a close through at once, which a real partition
+// would not: a PostgreSQL session whose client gave up would end on the server at once.
+func (p *Proxy) SetPartitioned(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if on == p.partitioned || p.closed {
+		return
+	}
+	p.partitioned = on
+	if on {
+		p.healed = make(chan struct{})
+	} else {
+		close(p.healed)
+	}
+}
+
+// untilHealed waits while the proxy is partitioned (returning at once otherwise, or when the
+// proxy closes).
+func (p *Proxy) untilHealed() {
+	p.mu.Lock()
+	part, healed := p.partitioned, p.healed
+	p.mu.Unlock()
+	if part {
+		<-healed
+	}
+}
+
 // SetRefuse closes the listening socket while on, so that new connections are refused
 // (ECONNREFUSED), and drops the open ones; off listens again on the same port.
 func (p *Proxy) SetRefuse(on bool) error {
@@ -118,6 +153,10 @@ func (p *Proxy) dropLocked() {
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	if !p.closed {
+		if p.partitioned {
+			p.partitioned = false
+			close(p.healed)
+		}
 		p.closed = true
 		if !p.refusing {
 			p.ln.Close()
@@ -136,6 +175,7 @@ func (p *Proxy) accept(ln net.Listener) {
 		if err != nil {
 			return
 		}
+		p.untilHealed() // a partition: the connection goes nowhere until it ends
 		n, err := net.Dial("tcp", p.target)
 		if err != nil {
 			c.Close()
@@ -193,7 +233,7 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, toNode bool) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
-			hole, delay := p.blackhole, p.down
+			hole, delay := p.blackhole || p.partitioned, p.down
 			if toNode {
 				delay = p.up
 			}
@@ -203,7 +243,10 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, toNode bool) {
 			}
 		}
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			p.mu.Lock()
+			part := p.partitioned
+			p.mu.Unlock()
+			if !part && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				l.close()
 			}
 			break
@@ -211,4 +254,5 @@ func (p *Proxy) pipe(l *link, src, dst net.Conn, toNode bool) {
 	}
 	close(queue)
 	<-writerDone
+	p.untilHealed() // a close does not cross a partition
 }

@@ -3,7 +3,9 @@ package faultproxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -111,4 +113,71 @@ func TestRefuseAndDrop(t *testing.T) {
 	p.Drop()
 	p.Close()
 	p.Close()
+}
+
+// TestPartitioned: a close and a new connection do not cross a partition; both happen once
+// it ends, and bytes sent during it are lost.
+func TestPartitioned(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 2)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	p, err := Start(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c1, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1 := <-accepted
+	defer s1.Close()
+
+	p.SetPartitioned(true)
+	if _, err := c1.Write([]byte("lost")); err != nil {
+		t.Fatal(err)
+	}
+	c1.Close()
+	c2, err := net.Dial("tcp", p.Addr()) // accepted by the proxy, not forwarded
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	// Nothing reaches the server while the partition lasts: neither the bytes nor the close.
+	_ = s1.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	buf := make([]byte, 16)
+	if n, err := s1.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("during the partition the server read %q, %v; want nothing until the deadline", buf[:n], err)
+	}
+	select {
+	case c := <-accepted:
+		c.Close()
+		t.Fatal("a connection made during the partition reached the server")
+	default:
+	}
+
+	p.SetPartitioned(false)
+	_ = s1.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := s1.Read(buf); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the partition the server read %q, %v; want the held-back close (EOF)", buf[:n], err)
+	}
+	select {
+	case s2 := <-accepted:
+		s2.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("the connection made during the partition was not forwarded after it")
+	}
 }

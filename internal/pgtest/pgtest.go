@@ -112,6 +112,10 @@ type Config struct {
 	// $REDLOCK_PG_USER, else "postgres" when that account exists, else "nobody". Ignored when
 	// the caller is not root: the server then runs as the caller.
 	User string
+	// Durable keeps PostgreSQL's own durability settings (fsync, synchronous_commit and
+	// full_page_writes on), so that a commit survives a crash of the server; without it they
+	// are off, which is faster and enough for tests that never crash the server.
+	Durable bool
 }
 
 // Server is a running PostgreSQL server started by Launch. Its methods are safe for concurrent
@@ -122,9 +126,10 @@ type Server struct {
 	// Port is the server's TCP port on Host.
 	Port int
 
-	bin  string
-	dir  string // the temporary directory: data/, the socket, postgres.log
-	cred *syscall.Credential
+	bin     string
+	dir     string // the temporary directory: data/, the socket, postgres.log
+	cred    *syscall.Credential
+	durable bool
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed once the postgres process has been reaped
@@ -157,7 +162,7 @@ func Launch(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgtest: create temp dir: %w", err)
 	}
-	s := &Server{Host: "127.0.0.1", bin: bin, dir: dir, cred: cred}
+	s := &Server{Host: "127.0.0.1", bin: bin, dir: dir, cred: cred, durable: cfg.Durable}
 	if cred != nil {
 		// MkdirTemp made the directory 0700 for root; hand it to the server's user.
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
@@ -170,7 +175,7 @@ func Launch(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	for range startAttempts {
-		if err = s.start(ctx); err == nil {
+		if err = s.start(ctx, 0); err == nil {
 			return s, nil
 		}
 		if !errors.Is(err, errPortBusy) {
@@ -262,29 +267,32 @@ func (s *Server) initdb(ctx context.Context) error {
 
 var errPortBusy = errors.New("port is in use")
 
-// start runs postgres on a fresh port and waits until it is ready.
-func (s *Server) start(ctx context.Context) error {
-	port, err := testutil.FreePort()
-	if err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+// start runs postgres on port (a fresh one when port is 0) and waits until it is ready.
+func (s *Server) start(ctx context.Context, port int) error {
+	if port == 0 {
+		var err error
+		if port, err = testutil.FreePort(); err != nil {
+			return fmt.Errorf("pgtest: %w", err)
+		}
 	}
-	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	logf, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("pgtest: open log: %w", err)
 	}
-	// Not CommandContext: ctx bounds the start-up only, Close stops the server.
-	cmd := s.command(context.Background(), "postgres",
+	args := []string{
 		"-D", s.dataDir(),
 		"-p", strconv.Itoa(port),
 		"-k", s.dir,
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
-		"-c", "full_page_writes=off",
 		"-c", "max_connections=100",
 		"-c", "shared_buffers=32MB",
 		"-c", "logging_collector=off",
-	)
+	}
+	if !s.durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	// Not CommandContext: ctx bounds the start-up only, Close stops the server.
+	cmd := s.command(context.Background(), "postgres", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	err = cmd.Start()
 	_ = logf.Close()
@@ -416,6 +424,31 @@ func validName(name string) bool {
 		}
 	}
 	return true
+}
+
+// Restart stops the server and starts it again on the same port and data directory. With
+// crash, the postmaster gets SIGKILL and every backend SIGKILL after it (a crash: the next
+// start replays the WAL); otherwise SIGINT (a fast shutdown). It returns once the server
+// accepts connections again, or ctx ends.
+func (s *Server) Restart(ctx context.Context, crash bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("pgtest: restart after Close")
+	}
+	sig := os.Signal(syscall.SIGINT)
+	if crash {
+		sig = syscall.SIGQUIT
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("pgtest: signal postgres: %w", err)
+	}
+	select {
+	case <-s.done:
+	case <-time.After(stopGrace):
+		s.kill()
+	}
+	return s.start(ctx, s.Port)
 }
 
 // PID returns the process id of the postmaster, or 0 after Close.

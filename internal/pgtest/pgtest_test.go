@@ -188,3 +188,46 @@ func TestDBName(t *testing.T) {
 		}
 	}
 }
+
+// TestRestartCrashKeepsCommits: a durable server crashed with Restart(crash) comes back on
+// the same port with every committed row, and the sessions it had are gone.
+func TestRestartCrashKeepsCommits(t *testing.T) {
+	bin := Require(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := Launch(ctx, Config{BinDir: bin, Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	db, err := sql.Open("pgx", s.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	conn, err := db.Conn(ctx) // a session of its own, to see it end
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE t (v int); INSERT INTO t VALUES (41), (42)`); err != nil {
+		t.Fatal(err)
+	}
+	port, pid := s.Port, s.PID()
+	if err := s.Restart(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	if s.Port != port || s.PID() == pid || s.PID() == 0 {
+		t.Errorf("after the restart: port %d (was %d), pid %d (was %d)", s.Port, port, s.PID(), pid)
+	}
+	if err := conn.PingContext(ctx); err == nil {
+		t.Error("a session of the crashed server still answers")
+	}
+	var n, sum int
+	if err := db.QueryRowContext(ctx, `SELECT count(*), sum(v) FROM t`).Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 || sum != 83 {
+		t.Errorf("after the crash: %d rows summing to %d, want the 2 committed ones (83)", n, sum)
+	}
+}
