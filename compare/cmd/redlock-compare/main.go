@@ -73,6 +73,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
+	// The output files are created now, so that a path that cannot be written fails before
+	// minutes of runs rather than after them.
+	var outs []*os.File
+	defer func() {
+		for _, f := range outs {
+			_ = f.Close()
+		}
+	}()
+	for _, p := range []string{*htmlOut, *jsonOut} {
+		if p == "" {
+			outs = append(outs, nil)
+			continue
+		}
+		f, err := os.Create(p)
+		if err != nil {
+			fmt.Fprintln(stderr, "redlock-compare:", err)
+			return 2
+		}
+		outs = append(outs, f)
+	}
 	if !*quiet {
 		o.Progress = func(s string) { fmt.Fprintln(stderr, "compare:", s) }
 	}
@@ -81,6 +101,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	rep, err := compare.Run(ctx, o)
 	if err != nil {
+		for i, f := range outs { // nothing to report: the files made above go
+			if f != nil {
+				_ = f.Close()
+				_ = os.Remove(f.Name())
+				outs[i] = nil
+			}
+		}
 		fmt.Fprintln(stderr, "redlock-compare:", err)
 		if errors.Is(err, context.Canceled) {
 			return 130
@@ -91,14 +118,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "redlock-compare:", err)
 		return 1
 	}
-	for _, out := range []struct {
-		path  string
-		write func(io.Writer) error
-	}{{*htmlOut, rep.WriteHTML}, {*jsonOut, rep.WriteJSON}} {
-		if out.path == "" {
+	for i, write := range []func(io.Writer) error{rep.WriteHTML, rep.WriteJSON} {
+		f := outs[i]
+		if f == nil {
 			continue
 		}
-		if err := writeFile(out.path, out.write); err != nil {
+		err := write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		outs[i] = nil
+		if err != nil {
 			fmt.Fprintln(stderr, "redlock-compare:", err)
 			return 1
 		}
@@ -118,16 +148,4 @@ func list(s string) []string {
 		}
 	}
 	return out
-}
-
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		_ = f.Close()
-		return err
-	}
-	return f.Close()
 }

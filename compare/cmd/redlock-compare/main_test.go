@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"strings"
 	"testing"
 )
@@ -44,5 +45,26 @@ func TestList(t *testing.T) {
 	}
 	if list("  ") != nil {
 		t.Error("an empty flag is not the default")
+	}
+}
+
+// TestUnwritableOutput: an -html path that cannot be created is refused before any run.
+func TestUnwritableOutput(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-html", t.TempDir() + "/no/such/dir/r.html", "-q"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "no such file or directory") {
+		t.Errorf("status %d, stderr %q", code, errOut.String())
+	}
+}
+
+// TestFailedRunLeavesNoFiles: a run that fails (here at once: an unknown fault) removes the
+// output files it had created.
+func TestFailedRunLeavesNoFiles(t *testing.T) {
+	p := t.TempDir() + "/r.json"
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-faults", "meteor", "-json", p, "-q"}, &out, &errOut); code != 1 {
+		t.Fatalf("status %d", code)
+	}
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Errorf("the failed run left %s (%v)", p, err)
 	}
 }
