@@ -113,7 +113,7 @@ func (b *pgAdvisoryBackend) Start(ctx context.Context, ttl time.Duration) error 
 func (b *pgAdvisoryBackend) Endpoints() []string { return []string{b.pg.addr()} }
 
 func (b *pgAdvisoryBackend) NewClient(ctx context.Context, via func(string) string) (Client, error) {
-	return &pgAdvisoryClient{pg: &b.pg, via: via, ping: min(b.ttl/4, 500*time.Millisecond)}, nil
+	return &pgAdvisoryClient{pgSession: pgSession{pg: &b.pg, via: via}, ping: min(b.ttl/4, 500*time.Millisecond)}, nil
 }
 
 func (b *pgAdvisoryBackend) KillPrimary(ctx context.Context) (string, error) {
@@ -126,17 +126,18 @@ func (b *pgAdvisoryBackend) RestartEmpty(context.Context) (string, error) {
 
 func (b *pgAdvisoryBackend) Close() error { return b.pg.close() }
 
-type pgAdvisoryClient struct {
-	pg   *postgresServer
-	via  func(string) string
-	ping time.Duration
+// pgSession is one client's PostgreSQL session, opened on first use and again after it
+// failed. Both PostgreSQL recipes hold one.
+type pgSession struct {
+	pg  *postgresServer
+	via func(string) string
 
 	mu   sync.Mutex
-	conn *pgx.Conn // nil until the first Acquire and after a session failed
+	conn *pgx.Conn // nil until the first use and after a session failed
 }
 
 // session returns the client's session, opening one when it has none.
-func (c *pgAdvisoryClient) session(ctx context.Context) (*pgx.Conn, error) {
+func (c *pgSession) session(ctx context.Context) (*pgx.Conn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn != nil && !c.conn.IsClosed() {
@@ -151,13 +152,18 @@ func (c *pgAdvisoryClient) session(ctx context.Context) (*pgx.Conn, error) {
 }
 
 // drop closes a session that failed; a lock it held ends with it on the server.
-func (c *pgAdvisoryClient) drop() {
+func (c *pgSession) drop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.conn != nil {
 		_ = c.conn.Close(context.Background())
 		c.conn = nil
 	}
+}
+
+type pgAdvisoryClient struct {
+	pgSession
+	ping time.Duration
 }
 
 type advisoryLease struct {
@@ -262,7 +268,7 @@ func (b *pgTableBackend) Start(ctx context.Context, ttl time.Duration) error {
 func (b *pgTableBackend) Endpoints() []string { return []string{b.pg.addr()} }
 
 func (b *pgTableBackend) NewClient(ctx context.Context, via func(string) string) (Client, error) {
-	return &pgTableClient{pg: &b.pg, via: via, ttl: b.ttl}, nil
+	return &pgTableClient{pgSession: pgSession{pg: &b.pg, via: via}, ttl: b.ttl}, nil
 }
 
 func (b *pgTableBackend) KillPrimary(ctx context.Context) (string, error) { return b.pg.restart(ctx) }
@@ -272,38 +278,11 @@ func (b *pgTableBackend) RestartEmpty(context.Context) (string, error) { return 
 func (b *pgTableBackend) Close() error { return b.pg.close() }
 
 type pgTableClient struct {
-	pg  *postgresServer
-	via func(string) string
+	pgSession
 	ttl time.Duration
-
-	mu   sync.Mutex
-	conn *pgx.Conn
 }
 
-func (c *pgTableClient) session(ctx context.Context) (*pgx.Conn, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn != nil && !c.conn.IsClosed() {
-		return c.conn, nil
-	}
-	conn, err := c.pg.connect(ctx, c.via)
-	if err != nil {
-		return nil, err
-	}
-	c.conn = conn
-	return conn, nil
-}
-
-func (c *pgTableClient) drop() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.conn != nil {
-		_ = c.conn.Close(context.Background())
-		c.conn = nil
-	}
-}
-
-// exec runs one statement on the client's session; a session that fails is dropped, so
+// query runs one statement on the client's session; a session that fails is dropped, so
 // the next statement opens a new one. The renewer and the holder share the session under
 // the client's lock (a pgx.Conn is not safe for concurrent use).
 func (c *pgTableClient) query(ctx context.Context, sql string, args []any, dest ...any) error {
