@@ -272,3 +272,23 @@ func TestReportOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelinePastUntil: a critical section is hatched past its validity deadline when it
+// went on working visibly beyond it, and not for the microseconds a holder whose validity is
+// its last passing check always takes to write after it.
+func TestTimelinePastUntil(t *testing.T) {
+	h := &History{Scenario: "past", Nodes: 1, Clients: 2, Keys: []string{"k"}, Duration: 10 * time.Second}
+	h.Holds = []Hold{
+		{ID: 0, Client: 0, Key: "k", Token: 1, LockID: "a", Granted: time.Second, Until: 2 * time.Second, End: 2*time.Second + 3*time.Microsecond},
+		{ID: 1, Client: 1, Key: "k", Token: 2, LockID: "b", Granted: 3 * time.Second, Until: 4 * time.Second, End: 6 * time.Second},
+		{ID: 2, Client: 0, Key: "k", Token: 3, LockID: "c", Granted: 7 * time.Second, Until: 9 * time.Second, End: 8 * time.Second},
+	}
+	svg := TimelineSVG(h)
+	marks := regexp.MustCompile(`class="past-until" data-hold="(\d+)"[^>]*><title>([^<]*)</title>`).FindAllStringSubmatch(svg, -1)
+	if len(marks) != 1 || marks[0][1] != "1" {
+		t.Fatalf("past-until marks %v, want one, on hold 1", marks)
+	}
+	if want := "client 1 still working 2.000s after its validity deadline 4.000s"; marks[0][2] != want {
+		t.Errorf("mark titled %q, want %q", marks[0][2], want)
+	}
+}

@@ -210,10 +210,13 @@ func (d *drawing) holds(k band) {
 		fmt.Fprintf(&d.b, `<rect class="hold" data-hold="%d" data-client="%d" data-token="%d" data-granted-ns="%d" data-end-ns="%d" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" fill-opacity="0.85"><title>client %d, token %d: granted %s (asked %s), valid until %s, ended %s%s</title></rect>`,
 			hd.ID, hd.Client, hd.Token, int64(hd.Granted), int64(hd.End), hx, ry, hw, svgBarH, clientColor(hd.Client),
 			hd.Client, hd.Token, secs(hd.Granted), secs(hd.Asked), secs(hd.Until), secs(hd.End), lostNote(hd))
-		if hd.End > hd.Until && hd.Until > hd.Granted {
-			px := x(hd.Until)
-			fmt.Fprintf(&d.b, `<rect class="past-until" data-hold="%d" x="%.1f" y="%d" width="%.1f" height="%d" fill="url(#hatch)"><title>client %d still working after its validity deadline %s</title></rect>`,
-				hd.ID, px, ry, math.Max(x(hd.End)-px, 1), svgBarH, hd.Client, secs(hd.Until))
+		// Hatched past the deadline when that is at least a pixel wide: a holder whose
+		// validity is its last passing check (a session-held lock in the comparison lab)
+		// always ends a few microseconds after it, writing, and that is not what the
+		// hatching is for (a holder that went on working, paused or cut off).
+		if px := x(hd.Until); hd.End > hd.Until && hd.Until > hd.Granted && x(hd.End)-px >= 1 {
+			fmt.Fprintf(&d.b, `<rect class="past-until" data-hold="%d" x="%.1f" y="%d" width="%.1f" height="%d" fill="url(#hatch)"><title>client %d still working %s after its validity deadline %s</title></rect>`,
+				hd.ID, px, ry, x(hd.End)-px, svgBarH, hd.Client, secs(hd.End-hd.Until), secs(hd.Until))
 		}
 		if hw > 60 {
 			fmt.Fprintf(&d.b, `<text x="%.1f" y="%d" class="token" fill="#fff">%d</text>`, hx+3, ry+10, hd.Token%1_000_000)

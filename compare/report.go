@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,11 +17,57 @@ import (
 
 // Options says what Run compares.
 type Options struct {
-	Backends []string // nil: every backend
-	Faults   []string // nil: the profile's
+	Backends []string // nil: every backend; empty but not nil: an error
+	Faults   []string // nil: the profile's; empty but not nil: none (the healthy runs only)
 	Profile  Profile
 	// Progress, if set, is told of each measurement as it ends.
 	Progress func(string)
+}
+
+// Check reports what is wrong with o, as Run would before starting anything: an empty or
+// unknown backend, an unknown fault, a profile out of range. It starts nothing.
+func (o Options) Check() error {
+	_, _, err := o.resolve()
+	return err
+}
+
+// resolve checks o and returns the backends, in the reports' order, and the faults to run.
+func (o Options) resolve() ([]string, []string, error) {
+	names := o.Backends
+	if names == nil {
+		names = BackendNames()
+	}
+	if len(names) == 0 {
+		return nil, nil, errNoBackends
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		if _, err := NewBackend(n); err != nil {
+			return nil, nil, err
+		}
+		if seen[n] {
+			return nil, nil, fmt.Errorf("compare: backend %q selected twice", n)
+		}
+		seen[n] = true
+	}
+	faults := o.Faults
+	if faults == nil {
+		faults = o.Profile.Faults
+	}
+	seen = map[string]bool{}
+	for _, f := range faults {
+		if _, err := faultByName(f); err != nil {
+			return nil, nil, err
+		}
+		if seen[f] {
+			return nil, nil, fmt.Errorf("compare: fault %q selected twice", f)
+		}
+		seen[f] = true
+	}
+	if o.Profile.TTL < 2*time.Second || o.Profile.TTL%time.Second != 0 || o.Profile.Clients < 2 || o.Profile.Contenders < 1 || o.Profile.PerfFor <= 0 {
+		return nil, nil, fmt.Errorf("compare: profile %q: want a TTL of whole seconds ≥ 2 s (etcd's leases), ≥ 2 clients, ≥ 1 contender and a positive PerfFor", o.Profile.Name)
+	}
+	return sortedBackends(names), slices.Clone(faults), nil
 }
 
 // Report is the outcome of a comparison.
@@ -38,35 +85,17 @@ type Report struct {
 // instance of each, one run at a time. It stops at the first run that could not be carried
 // out (a server missing, ctx ended); what a backend did under a fault is in the report.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	names := o.Backends
-	if names == nil {
-		names = BackendNames()
-	}
-	if len(names) == 0 {
-		return nil, errNoBackends
-	}
-	faults := o.Faults
-	if faults == nil {
-		faults = o.Profile.Faults
-	}
-	for _, f := range faults {
-		if _, err := faultByName(f); err != nil {
-			return nil, err
-		}
-	}
-	if o.Profile.TTL < 2*time.Second || o.Profile.TTL%time.Second != 0 || o.Profile.Clients < 2 || o.Profile.Contenders < 1 || o.Profile.PerfFor <= 0 {
-		return nil, fmt.Errorf("compare: profile %q: want a TTL of whole seconds ≥ 2 s (etcd's leases), ≥ 2 clients, ≥ 1 contender and a positive PerfFor", o.Profile.Name)
+	names, faults, err := o.resolve()
+	if err != nil {
+		return nil, err
 	}
 	mks := map[string]func() Backend{}
 	for _, n := range names {
-		mk, err := NewBackend(n)
-		if err != nil {
-			return nil, err
-		}
-		mks[n] = mk
+		mks[n], _ = NewBackend(n) // checked by resolve
 	}
-	names = sortedBackends(names)
-	rep := &Report{Profile: o.Profile, Started: time.Now(), Backends: names,
+	p := o.Profile
+	p.Faults = faults // the report names the faults that were run
+	rep := &Report{Profile: p, Started: time.Now(), Backends: names,
 		Machine: fmt.Sprintf("%d CPUs, %s/%s, %s", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())}
 	say := func(format string, args ...any) {
 		if o.Progress != nil {
@@ -237,6 +266,7 @@ func (rep *Report) promiseTable() table {
 			default:
 				verdict = "broken: " + why
 			}
+			verdict += alsoSeen(rs)
 		}
 		word := "promises"
 		if p.Warning {
@@ -247,9 +277,43 @@ func (rep *Report) promiseTable() table {
 	return t
 }
 
+// alsoSeen lists what a user would want to know of a backend's runs whatever its promise
+// covers: overlaps within both validities, and writes the checking store lost or took stale.
+// A verdict of "kept" on a promise that is only about fencing must not read as all clear
+// when the lock itself gave two holders at once. Runs set aside are left out.
+func alsoSeen(rs []*FaultResult) string {
+	var seen []string
+	for _, r := range rs {
+		if !r.Applicable || r.stepped() {
+			continue
+		}
+		var what []string
+		if r.BothValid > 0 {
+			what = append(what, fmt.Sprintf("%d overlaps within both validities", r.BothValid))
+		}
+		if r.Store.StaleFenced > 0 {
+			what = append(what, fmt.Sprintf("%d stale writes taken despite tokens", r.Store.StaleFenced))
+		}
+		if r.Store.LostFenced > 0 {
+			what = append(what, fmt.Sprintf("%d writes lost with tokens", r.Store.LostFenced))
+		}
+		if len(what) > 0 {
+			seen = append(seen, r.Fault+": "+strings.Join(what, ", "))
+		}
+	}
+	if len(seen) == 0 {
+		return ""
+	}
+	return ". Seen in these runs: " + strings.Join(seen, "; ")
+}
+
 func (rep *Report) header() string {
-	return fmt.Sprintf("Profile %s: TTL %v, %d clients on one key per fault run, healthy runs of %v; %s; started %s, took %.0f s.",
-		rep.Profile.Name, rep.Profile.TTL, rep.Profile.Clients, rep.Profile.PerfFor, rep.Machine,
+	faults := "no faults (the healthy runs only)"
+	if len(rep.Profile.Faults) > 0 {
+		faults = "faults " + strings.Join(rep.Profile.Faults, ", ")
+	}
+	return fmt.Sprintf("Profile %s, %s: TTL %v, %d clients on one key per fault run, healthy runs of %v; %s; started %s, took %.0f s.",
+		rep.Profile.Name, faults, rep.Profile.TTL, rep.Profile.Clients, rep.Profile.PerfFor, rep.Machine,
 		rep.Started.UTC().Format("2006-01-02 15:04 UTC"), rep.Elapsed.Seconds())
 }
 

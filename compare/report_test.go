@@ -55,6 +55,19 @@ func TestPromiseVerdicts(t *testing.T) {
 	if len(rows) != 2 || !strings.Contains(rows[0][3], "the failure warned of happened") || !strings.HasPrefix(rows[1][3], "kept") {
 		t.Errorf("promise rows %q", rows)
 	}
+	if strings.Contains(rows[1][3], "Seen in these runs") {
+		t.Errorf("a clean run is said to have shown something: %q", rows[1][3])
+	}
+	// etcd's promise is about fencing only: kept, and the overlap and the lost write of its
+	// partition run still shown beside it, so that "kept" does not read as all clear.
+	rep = &Report{Backends: []string{"etcd"}, Faults: []*FaultResult{
+		{Backend: "etcd", Fault: "pause", Applicable: true, Overlaps: 1},
+		{Backend: "etcd", Fault: "partition", Applicable: true, Overlaps: 1, BothValid: 1, Store: storeCounts{LostFenced: 1}},
+	}}
+	row := rep.promiseTable().rows[0][3]
+	if want := "kept: the checking store refused every stale write in every run. Seen in these runs: partition: 1 overlaps within both validities, 1 writes lost with tokens"; row != want {
+		t.Errorf("etcd's verdict %q, want %q", row, want)
+	}
 }
 
 func TestRunRefusesBadOptions(t *testing.T) {
@@ -65,10 +78,18 @@ func TestRunRefusesBadOptions(t *testing.T) {
 		"unknown fault":   {Faults: []string{"meteor"}, Profile: Quick},
 		"TTL not seconds": {Profile: Profile{Name: "x", TTL: 1500 * time.Millisecond, Clients: 3, PerfFor: time.Second, Contenders: 8}},
 		"one client":      {Profile: Profile{Name: "x", TTL: 2 * time.Second, Clients: 1, PerfFor: time.Second, Contenders: 8}},
+		"backend twice":   {Backends: []string{"etcd", "etcd"}, Profile: Quick},
+		"fault twice":     {Faults: []string{"pause", "pause"}, Profile: Quick},
 	} {
+		if err := o.Check(); err == nil {
+			t.Errorf("%s: Check accepted %+v", name, o)
+		}
 		if _, err := Run(ctx, o); err == nil {
 			t.Errorf("%s: Run accepted %+v", name, o)
 		}
+	}
+	if err := (Options{Faults: []string{}, Profile: Quick}).Check(); err != nil {
+		t.Errorf("no faults (the healthy runs only): %v", err)
 	}
 	if _, err := Run(ctx, Options{Backends: []string{}, Profile: Quick}); !errors.Is(err, errNoBackends) {
 		t.Errorf("no backend: %v", err)

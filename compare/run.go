@@ -13,17 +13,18 @@ import (
 
 // Profile is how long and how hard a comparison runs.
 type Profile struct {
-	Name string
+	Name string `json:"name"`
 	// TTL is every backend's lock TTL or lease; etcd needs whole seconds, at least 2.
-	TTL time.Duration
+	TTL time.Duration `json:"ttl_ns"`
 	// Clients is the number of holders contending for the one key of a fault run.
-	Clients int
-	// Faults are the faults run against every backend, by name (Faults lists them all).
-	Faults []string
+	Clients int `json:"clients"`
+	// Faults are the faults run against every backend, by name (Faults lists them all). In
+	// a Report, the faults that were run (Options.Faults when it was given).
+	Faults []string `json:"faults"`
 	// PerfFor is the length of each healthy measurement; Contenders the number of clients
 	// on one key in the contended one.
-	PerfFor    time.Duration
-	Contenders int
+	PerfFor    time.Duration `json:"perf_for_ns"`
+	Contenders int           `json:"contenders"`
 }
 
 // Quick is the profile CI runs: the healthy measurements, briefly, and the pause fault.

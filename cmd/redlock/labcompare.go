@@ -52,7 +52,7 @@ func runCompare(ctx context.Context, e *env, args []string) error {
 	case errors.As(err, &ee) && ee.ExitCode() == 2:
 		return usageErrorf("lab --compare: bad arguments (redlock-compare said why above)")
 	default:
-		return fmt.Errorf("lab --compare: %s: %w", bin, err)
+		return fmt.Errorf("lab --compare: redlock-compare failed (%w; it said why above)", err)
 	}
 }
 
