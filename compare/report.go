@@ -24,8 +24,8 @@ type Options struct {
 	Progress func(string)
 }
 
-// Check reports what is wrong with o, as Run would before starting anything: an empty or
-// unknown backend, an unknown fault, a profile out of range. It starts nothing.
+// Check reports what is wrong with o, as Run would before starting anything: no backend, an
+// unknown or repeated backend or fault, a profile out of range. It starts nothing.
 func (o Options) Check() error {
 	_, _, err := o.resolve()
 	return err

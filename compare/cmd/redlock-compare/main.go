@@ -100,6 +100,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := o.Check(); err != nil {
 		return usage("%v", err)
 	}
+	// Ctrl-C from here on ends the run through ctx, so that the servers stop and the
+	// temporary files made next are removed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	outs, err := prepare(*htmlOut, *jsonOut)
 	if err != nil {
 		return usage("%v", err)
@@ -109,8 +113,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		o.Progress = func(s string) { fmt.Fprintln(stderr, "compare:", s) }
 	}
 	redis.SetLogger(quietLog{})
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	rep, err := runCompare(ctx, o)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
