@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -99,4 +100,22 @@ func NewBackend(name string) (func() Backend, error) {
 		}
 	}
 	return nil, fmt.Errorf("compare: unknown backend %q (known: %v)", name, BackendNames())
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// retryPause waits 10 to 30 ms (uniformly, so that clients that were refused together do not
+// come back together) before a lease lock's next try for a held key, or until ctx ends.
+func retryPause(ctx context.Context) error {
+	return sleepCtx(ctx, time.Duration(10+rand.IntN(21))*time.Millisecond)
 }

@@ -317,7 +317,7 @@ func (c *pgTableClient) Acquire(ctx context.Context, key string) (*Lease, error)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if err := sleepCtx(ctx, time.Duration(10+rand.IntN(21))*time.Millisecond); err != nil {
+		if err := retryPause(ctx); err != nil {
 			return nil, err
 		}
 	}

@@ -145,7 +145,7 @@ func (c *sentinelClient) Acquire(ctx context.Context, key string) (*Lease, error
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if err := sleepCtx(ctx, time.Duration(10+rand.IntN(21))*time.Millisecond); err != nil {
+		if err := retryPause(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -177,15 +177,3 @@ func (c *sentinelClient) Release(ctx context.Context, l *Lease) error {
 }
 
 func (c *sentinelClient) Close() error { return c.rc.Close() }
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
