@@ -251,7 +251,7 @@ type batchCtx struct {
 	gen      uint64
 	armed    uint64 // the generation the timer was set for
 	deadline time.Time
-	done     chan struct{} // made on first Done of a generation
+	done     chan struct{} // made on the first Done after an expiry (or ever), closed by expire
 	expired  bool
 }
 
@@ -263,7 +263,10 @@ func (c *batchCtx) start(budget time.Duration) context.Context {
 	c.gen++
 	c.armed = c.gen
 	c.deadline = time.Now().Add(budget)
-	c.done, c.expired = nil, false
+	if c.expired {
+		c.done = nil // closed: the next Done makes a new one
+	} // else an open Done channel serves the new generation too (one fewer allocation per batch)
+	c.expired = false
 	c.mu.Unlock()
 	c.timer.Reset(budget)
 	return c
@@ -280,8 +283,11 @@ func (c *batchCtx) stop() {
 func (c *batchCtx) expire() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.armed != c.gen || c.expired {
-		return // fired for a generation that has ended
+	// A fire for a generation that has ended: either it ended since (gen moved on), or the
+	// callback was so late that a later generation has started; that one's deadline, set
+	// before its Reset, is then still ahead.
+	if c.armed != c.gen || c.expired || time.Now().Before(c.deadline) {
+		return
 	}
 	c.expired = true
 	if c.done != nil {
@@ -321,6 +327,10 @@ func (c *batchCtx) Value(any) any { return nil }
 // maxBatch caps the calls of one pipeline, so that one write stays a bounded amount of
 // work for the node and for the reader.
 const maxBatch = 64
+
+// maxKeptQueue is the largest queue array a drained queue keeps for its next calls; a larger
+// one (left by a burst) is let go.
+const maxKeptQueue = 1024
 
 // Stalled reports that every sender is waiting on a batch that is past the node timeout: the
 // node is not answering, and a call that may be dropped is refused at once.
@@ -481,9 +491,13 @@ func (q *Queue) take(calls []*Call) (sent, dropped []*Call) {
 			dropped = append(dropped, c)
 		}
 	}
-	q.queue = q.queue[n:]
-	if len(q.queue) == 0 {
-		q.queue = nil
+	switch {
+	case n < len(q.queue):
+		q.queue = q.queue[n:]
+	case cap(q.queue) > maxKeptQueue:
+		q.queue = nil // a burst's array is not kept
+	default:
+		q.queue = q.queue[:0] // the next Send appends without allocating
 	}
 	return calls, dropped
 }
@@ -749,8 +763,11 @@ func connRefused(cmds []*redis.Cmd) (bool, error) {
 		return false, nil
 	}
 	err := cmds[0].Err()
-	var rerr redis.Error
-	if err == nil || !errors.As(err, &rerr) ||
+	if err == nil {
+		return false, nil
+	}
+	var rerr redis.Error // declared after the nil check: errors.As moves it to the heap
+	if !errors.As(err, &rerr) ||
 		!(redis.HasErrorPrefix(err, "WRONGPASS") || redis.HasErrorPrefix(err, "NOAUTH") ||
 			redis.HasErrorPrefix(err, "Protocol error: unauthenticated")) {
 		return false, nil
@@ -769,8 +786,11 @@ func connRefused(cmds []*redis.Cmd) (bool, error) {
 func nodeAnswered(cmds []*redis.Cmd) bool {
 	for _, cmd := range cmds {
 		err := cmd.Err()
-		var rerr redis.Error
-		if err == nil || errors.Is(err, redis.Nil) || errors.As(err, &rerr) {
+		if err == nil || errors.Is(err, redis.Nil) {
+			return true
+		}
+		var rerr redis.Error // declared here, not before the checks above: it escapes
+		if errors.As(err, &rerr) {
 			return true
 		}
 	}

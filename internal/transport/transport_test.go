@@ -372,3 +372,90 @@ func TestNoscriptFallsBackToEval(t *testing.T) {
 		t.Fatalf("a call without Src: %+v, want the node's NOSCRIPT", ev)
 	}
 }
+
+// TestHealthyBatchAllocations: what the sender does for every healthy batch allocates
+// nothing of its own: reading a batch's outcome (connRefused, nodeAnswered) on replies without
+// errors, a batch context's Done across generations that did not expire, and a drained queue's
+// next Send. (Each of these was an allocation per batch; together a quarter of a
+// TryAcquire+Release's, bench scenario g.)
+func TestHealthyBatchAllocations(t *testing.T) {
+	ok := redis.NewCmd(context.Background(), "evalsha")
+	ok.SetVal(int64(1))
+	nilReply := redis.NewCmd(context.Background(), "get")
+	nilReply.SetErr(redis.Nil)
+	cmds := []*redis.Cmd{ok, nilReply, ok}
+	if n := testing.AllocsPerRun(100, func() {
+		if refused, _ := connRefused(cmds); refused {
+			t.Fatal("refused")
+		}
+		if !nodeAnswered(cmds) {
+			t.Fatal("not answered")
+		}
+	}); n != 0 {
+		t.Fatalf("connRefused and nodeAnswered on healthy replies: %v allocations", n)
+	}
+
+	var c batchCtx
+	c.timer = time.AfterFunc(time.Hour, c.expire)
+	c.timer.Stop()
+	defer c.timer.Stop()
+	first := c.start(time.Hour).Done()
+	c.stop()
+	if n := testing.AllocsPerRun(100, func() {
+		if c.start(time.Hour).Done() != first {
+			t.Fatal("a new Done channel after a generation that did not expire")
+		}
+		c.stop()
+	}); n != 0 {
+		t.Fatalf("batchCtx generations: %v allocations", n)
+	}
+	// A late fire for an ended generation, after the next one started, ends nothing.
+	ctx := c.start(time.Hour)
+	c.expire()
+	if ctx.Err() != nil {
+		t.Fatal("a late timer fire ended the next generation")
+	}
+	// A generation that expired closes its channel; the next gets an open one.
+	c.stop()
+	ctx = c.start(time.Millisecond)
+	done := ctx.Done()
+	<-done
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("expired generation: Err %v", ctx.Err())
+	}
+	c.stop()
+	ctx = c.start(time.Hour)
+	select {
+	case <-ctx.Done():
+		t.Fatal("the generation after an expiry starts with a closed Done")
+	default:
+	}
+	if ctx.Err() != nil {
+		t.Fatal(ctx.Err())
+	}
+	c.stop()
+
+	q := &Queue{}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var spare []*Call
+	calls := make([]*Call, 8)
+	for i := range calls {
+		calls[i] = &Call{}
+	}
+	fill := func() {
+		for _, call := range calls {
+			call.state.Store(callQueued)
+			q.queue = append(q.queue, call)
+		}
+		sent, dropped := q.take(spare[:0])
+		if len(sent) != len(calls) || len(dropped) != 0 {
+			t.Fatalf("took %d and dropped %d of %d", len(sent), len(dropped), len(calls))
+		}
+		spare = sent
+	}
+	fill()
+	if n := testing.AllocsPerRun(100, fill); n != 0 {
+		t.Fatalf("a drained queue's next calls: %v allocations", n)
+	}
+}
