@@ -132,6 +132,7 @@ type Queue struct {
 
 	mu       sync.Mutex
 	queue    []*Call
+	sliced   bool      // queue does not start at its array's start (a take left calls behind)
 	active   int       // senders running, idle ones included
 	idle     int       // senders waiting for work
 	overdue  int       // batches in flight past the node timeout
@@ -237,13 +238,18 @@ type batch struct {
 	timer   *time.Timer   // the node timeout of the batch in flight
 	overdue bool          // past the node timeout while in flight; guarded by the queue's mu
 	back    bool          // its replies are in; guarded by the queue's mu
-	ctx     batchCtx      // the context of the batch in flight
+	ctx     *batchCtx     // the context of the batch in flight (batch.context)
 }
 
 // batchCtx is the context a sender gives go-redis for each of its batches: no values, a
-// deadline of the exec budget, and Done closed at that deadline. One per sender, reused from
-// batch to batch (a context.WithTimeout per batch was a tenth of an acquire's allocations);
-// each batch gets a new generation, so a timer that fires late cannot end a later batch.
+// deadline of the exec budget, and Done closed at that deadline. A context.WithTimeout per
+// batch was a tenth of an acquire's allocations, so a sender reuses one from batch to batch
+// (each batch a new generation, so that a timer that fires late cannot end a later batch)
+// for as long as it has not expired. Once it has, it stays expired: Done closed and Err
+// DeadlineExceeded for whoever still holds it, and the sender's next batch gets a new one.
+// Un-expiring it would let the two disagree, and a child context (context.WithCancel or
+// WithTimeout on it, as go-redis makes while it dials) whose watcher sees Done closed and
+// then reads a nil Err panics ("context: internal error: missing cancel error").
 type batchCtx struct {
 	timer *time.Timer
 
@@ -251,25 +257,46 @@ type batchCtx struct {
 	gen      uint64
 	armed    uint64 // the generation the timer was set for
 	deadline time.Time
-	done     chan struct{} // made on the first Done after an expiry (or ever), closed by expire
-	expired  bool
+	done     chan struct{} // made on first Done, closed by expire
+	expired  bool          // never reset
 }
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// start begins a new generation with a deadline budget from now.
-func (c *batchCtx) start(budget time.Duration) context.Context {
+func newBatchCtx() *batchCtx {
+	c := &batchCtx{}
+	c.timer = time.AfterFunc(time.Hour, c.expire)
+	c.timer.Stop()
+	return c
+}
+
+// context starts the context of the batch's next write, with a deadline budget from now:
+// the one of the batch before unless it expired.
+func (b *batch) context(budget time.Duration) *batchCtx {
+	if b.ctx == nil || b.ctx.hasExpired() {
+		if b.ctx != nil {
+			b.ctx.timer.Stop()
+		}
+		b.ctx = newBatchCtx()
+	}
+	b.ctx.start(budget)
+	return b.ctx
+}
+
+func (c *batchCtx) hasExpired() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.expired
+}
+
+// start begins a new generation with a deadline budget from now. c has not expired.
+func (c *batchCtx) start(budget time.Duration) {
 	c.mu.Lock()
 	c.gen++
 	c.armed = c.gen
 	c.deadline = time.Now().Add(budget)
-	if c.expired {
-		c.done = nil // closed: the next Done makes a new one
-	} // else an open Done channel serves the new generation too (one fewer allocation per batch)
-	c.expired = false
 	c.mu.Unlock()
 	c.timer.Reset(budget)
-	return c
 }
 
 // stop ends the generation.
@@ -305,7 +332,7 @@ func (c *batchCtx) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
-	case c.expired:
+	case c.expired && c.done == nil:
 		return closedChan
 	case c.done == nil:
 		c.done = make(chan struct{})
@@ -437,9 +464,11 @@ func (q *Queue) run() {
 	b.timer = time.AfterFunc(time.Hour, func() { q.expire(b) })
 	b.timer.Stop()
 	defer b.timer.Stop()
-	b.ctx.timer = time.AfterFunc(time.Hour, b.ctx.expire)
-	b.ctx.timer.Stop()
-	defer b.ctx.timer.Stop()
+	defer func() {
+		if b.ctx != nil {
+			b.ctx.timer.Stop()
+		}
+	}()
 	var spare []*Call
 	var cmds []*redis.Cmd
 	for {
@@ -494,8 +523,11 @@ func (q *Queue) take(calls []*Call) (sent, dropped []*Call) {
 	switch {
 	case n < len(q.queue):
 		q.queue = q.queue[n:]
-	case cap(q.queue) > maxKeptQueue:
-		q.queue = nil // a burst's array is not kept
+		q.sliced = true
+	case q.sliced || cap(q.queue) > maxKeptQueue:
+		// A burst's array is not kept: its capacity is more than maxKeptQueue, or unknown
+		// once the slice no longer starts at the array's start.
+		q.queue, q.sliced = nil, false
 	default:
 		q.queue = q.queue[:0] // the next Send appends without allocating
 	}
@@ -524,8 +556,8 @@ func (q *Queue) exec(b *batch, calls []*Call, cmds []*redis.Cmd) []*redis.Cmd {
 	// Every batch carries a deadline, the exec budget: clients that honour context deadlines
 	// (and go-redis hooks that watch ctx) stop there; the others stop at their own read
 	// timeout. The node timeout itself is the timer above.
-	ctx := b.ctx.start(q.budget())
-	defer b.ctx.stop()
+	ctx := b.context(q.budget())
+	defer ctx.stop()
 	cmds = q.write(ctx, calls, cmds)
 	b.mu.Lock() // an expire that has started reports its timeouts first
 	defer b.mu.Unlock()

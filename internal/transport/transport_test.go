@@ -375,8 +375,8 @@ func TestNoscriptFallsBackToEval(t *testing.T) {
 
 // TestHealthyBatchAllocations: what the sender does for every healthy batch allocates
 // nothing of its own: reading a batch's outcome (connRefused, nodeAnswered) on replies without
-// errors, a batch context's Done across generations that did not expire, and a drained queue's
-// next Send. (Each of these was an allocation per batch; together a quarter of a
+// errors, a batch context (and its Done) across generations that did not expire, and a
+// drained queue's next Send. (Each of these was an allocation per batch; together a quarter of a
 // TryAcquire+Release's, bench scenario g.)
 func TestHealthyBatchAllocations(t *testing.T) {
 	ok := redis.NewCmd(context.Background(), "evalsha")
@@ -395,46 +395,27 @@ func TestHealthyBatchAllocations(t *testing.T) {
 		t.Fatalf("connRefused and nodeAnswered on healthy replies: %v allocations", n)
 	}
 
-	var c batchCtx
-	c.timer = time.AfterFunc(time.Hour, c.expire)
-	c.timer.Stop()
-	defer c.timer.Stop()
-	first := c.start(time.Hour).Done()
-	c.stop()
+	var b batch
+	first := b.context(time.Hour)
+	firstDone := first.Done()
+	first.stop()
 	if n := testing.AllocsPerRun(100, func() {
-		if c.start(time.Hour).Done() != first {
-			t.Fatal("a new Done channel after a generation that did not expire")
+		c := b.context(time.Hour)
+		if c != first || c.Done() != firstDone {
+			t.Fatal("a new context or Done channel after a generation that did not expire")
 		}
 		c.stop()
 	}); n != 0 {
-		t.Fatalf("batchCtx generations: %v allocations", n)
+		t.Fatalf("batch context generations: %v allocations", n)
 	}
 	// A late fire for an ended generation, after the next one started, ends nothing.
-	ctx := c.start(time.Hour)
+	c := b.context(time.Hour)
 	c.expire()
-	if ctx.Err() != nil {
+	if c.Err() != nil {
 		t.Fatal("a late timer fire ended the next generation")
 	}
-	// A generation that expired closes its channel; the next gets an open one.
 	c.stop()
-	ctx = c.start(time.Millisecond)
-	done := ctx.Done()
-	<-done
-	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		t.Fatalf("expired generation: Err %v", ctx.Err())
-	}
-	c.stop()
-	ctx = c.start(time.Hour)
-	select {
-	case <-ctx.Done():
-		t.Fatal("the generation after an expiry starts with a closed Done")
-	default:
-	}
-	if ctx.Err() != nil {
-		t.Fatal(ctx.Err())
-	}
-	c.stop()
-
+	b.ctx.timer.Stop()
 	q := &Queue{}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -457,5 +438,76 @@ func TestHealthyBatchAllocations(t *testing.T) {
 	fill()
 	if n := testing.AllocsPerRun(100, fill); n != 0 {
 		t.Fatalf("a drained queue's next calls: %v allocations", n)
+	}
+}
+
+// TestExpiredBatchContextStaysExpired: once a batch's context has expired, whoever still holds
+// it sees Done closed and Err DeadlineExceeded for good, and the sender's next batch gets a
+// new context with an open Done. Before, the next batch un-expired the same context, and a
+// child context made on it (as go-redis makes while it dials) could see Done closed, read a
+// nil Err and panic ("context: internal error: missing cancel error"): the loop below
+// panicked within 0.05 s then (found by a newcomer's probe).
+func TestExpiredBatchContextStaysExpired(t *testing.T) {
+	var b batch
+	defer func() { b.ctx.timer.Stop() }()
+	old := b.context(time.Millisecond)
+	done := old.Done()
+	<-done
+	old.stop()
+	next := b.context(time.Hour)
+	if next == old {
+		t.Fatal("an expired context reused for the next batch")
+	}
+	if !errors.Is(old.Err(), context.DeadlineExceeded) {
+		t.Fatalf("the expired context's Err is %v once the next batch started", old.Err())
+	}
+	select {
+	case <-old.Done():
+	default:
+		t.Fatal("the expired context's Done is open again")
+	}
+	select {
+	case <-next.Done():
+		t.Fatal("the next batch starts with a closed Done")
+	default:
+	}
+	if next.Err() != nil {
+		t.Fatal(next.Err())
+	}
+	next.stop()
+
+	end := time.Now().Add(300 * time.Millisecond)
+	n := 0
+	for ; time.Now().Before(end); n++ {
+		ctx := b.context(20 * time.Microsecond)
+		_, cancel := context.WithCancel(ctx) // its watcher reads ctx.Err() once Done closes
+		for ctx.Err() == nil {
+		}
+		cancel()
+		ctx.stop()
+	}
+	t.Logf("%d expired batches, each with a child context", n)
+}
+
+// TestDrainedQueueLetsBurstGo: a drained queue keeps its array for the next calls only when
+// it knows the array is small; after a burst taken batch by batch (the slice's start moved),
+// the array is let go, not kept alive through its tail.
+func TestDrainedQueueLetsBurstGo(t *testing.T) {
+	q := &Queue{}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for range maxBatch + 1 {
+		c := &Call{}
+		q.queue = append(q.queue, c)
+	}
+	if sent, _ := q.take(nil); len(sent) != maxBatch || len(q.queue) != 1 {
+		t.Fatalf("first take: %d sent, %d left", len(sent), len(q.queue))
+	}
+	if sent, _ := q.take(nil); len(sent) != 1 || q.queue != nil {
+		t.Fatalf("second take: %d sent; the burst's array kept (cap %d)", len(sent), cap(q.queue))
+	}
+	q.queue = append(q.queue, &Call{})
+	if q.take(nil); q.queue == nil || cap(q.queue) == 0 {
+		t.Fatal("a small queue drained in one take lost its array")
 	}
 }
