@@ -16,13 +16,13 @@ import (
 
 // TestRealHealingRollingRestarts: a Do holds its lock for 8 TTLs on 5 real nodes while the
 // nodes restart empty one at a time, the first once our key is on every node, each next one
-// after the previous one came back and was healed. With healing the hold is never lost, every restarted node holds our
-// key again (after one of the next renewals: the first one after the restart may be decided
-// by a quorum without it on a loaded machine) with its counter at least our token, and a
-// second client trying every 10 ms while we hold (not before the acquire nor after the
-// release) never gets the key. Without healing the same run loses the
-// hold (once a majority has restarted, or earlier when a renewal misses a slow node; and the
-// rival may then get the key while the holder still counts on its last renewal).
+// after the previous one came back and was healed. With healing the hold is never lost, every
+// restarted node holds our key again (after one of the next renewals: the first one after the
+// restart may be decided by a quorum without it on a loaded machine) with its counter at least
+// our token, and a second client trying every 10 ms while we hold (not before the acquire nor
+// after the release) never gets the key. Without healing the same run loses the hold (once a
+// majority has restarted, or earlier when a renewal misses a slow node; and the rival may then
+// get the key while the holder still counts on its last renewal).
 func TestRealHealingRollingRestarts(t *testing.T) {
 	t.Run("healing", func(t *testing.T) { rollingRestarts(t, true) })
 	t.Run("without-healing", func(t *testing.T) { rollingRestarts(t, false) })
