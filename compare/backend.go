@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -99,7 +100,7 @@ func NewBackend(name string) (func() Backend, error) {
 			return b.mk, nil
 		}
 	}
-	return nil, fmt.Errorf("compare: unknown backend %q (known: %v)", name, BackendNames())
+	return nil, fmt.Errorf("compare: unknown backend %q (known: %s)", name, strings.Join(BackendNames(), ", "))
 }
 
 // sleepCtx waits d or until ctx ends.

@@ -352,11 +352,22 @@ const definitions = "How it is measured: each fault run starts the backend afres
 	"within both validities when the second was granted before the first's validity ran out (its deadline, or, for a " +
 	"lock held as long as a session, its last check that passed)."
 
-// WriteJSON writes the report as JSON (histories left out).
+// WriteJSON writes the report as JSON (histories left out). A list with nothing in it (no
+// fault run, no healthy measurement) is [], not null.
 func (rep *Report) WriteJSON(w io.Writer) error {
+	out := *rep
+	if out.Faults == nil {
+		out.Faults = []*FaultResult{}
+	}
+	if out.Perf == nil {
+		out.Perf = []*Perf{}
+	}
+	if out.Backends == nil {
+		out.Backends = []string{}
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(rep)
+	return enc.Encode(&out)
 }
 
 type htmlFault struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,7 +65,7 @@ func faultByName(name string) (Fault, error) {
 			return f, nil
 		}
 	}
-	return Fault{}, fmt.Errorf("compare: unknown fault %q (known: %v)", name, FaultNames())
+	return Fault{}, fmt.Errorf("compare: unknown fault %q (known: %s)", name, strings.Join(FaultNames(), ", "))
 }
 
 // plan is what every holder of a fault run does: writes writes, gap before each, a pause of

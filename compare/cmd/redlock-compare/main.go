@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -94,7 +95,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if set["faults"] && o.Faults == nil {
 		return usage("-faults %q names no fault (none runs the healthy measurements only; leave the flag out for the profile's)", *faults)
 	}
-	if len(o.Faults) == 1 && o.Faults[0] == "none" {
+	if slices.Contains(o.Faults, "none") {
+		if len(o.Faults) > 1 {
+			return usage("-faults %q: none (the healthy runs only) cannot be combined with faults", *faults)
+		}
 		o.Faults = []string{}
 	}
 	if err := o.Check(); err != nil {

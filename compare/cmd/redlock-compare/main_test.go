@@ -93,6 +93,10 @@ func TestBadOutputs(t *testing.T) {
 		{[]string{"-backends", " , "}, "names no backend"},
 		{[]string{"-faults", ""}, "names no fault"},
 		{[]string{"-backends", "redlock,redlock"}, "selected twice"},
+		{[]string{"-faults", "none,pause"}, "cannot be combined"},
+		{[]string{"-faults", "pause,none"}, "cannot be combined"},
+		{[]string{"-backends", "nosuch"}, "(known: redlock, sentinel, "},
+		{[]string{"-faults", "meteor"}, "(known: pause, "},
 	} {
 		var out, errOut bytes.Buffer
 		if code := run(append(c.args, "-q"), &out, &errOut); code != 2 || !strings.Contains(errOut.String(), c.want) {
@@ -194,6 +198,9 @@ func TestRunWritesFiles(t *testing.T) {
 	}
 	if rep.Profile.Name != "quick" || rep.Profile.TTL != int64(compare.Quick.TTL) || rep.Profile.Faults == nil || len(rep.Profile.Faults) != 0 {
 		t.Errorf("r.json's profile: %+v", rep.Profile)
+	}
+	if !strings.Contains(string(b), "\"faults\": []") || strings.Contains(string(b), "null") {
+		t.Errorf("r.json: a list with nothing in it is not []:\n%s", b)
 	}
 	noFiles(t, dir, "r.html", "r.json")
 }
