@@ -40,34 +40,35 @@ func (o Options) resolve() ([]string, []string, error) {
 	if len(names) == 0 {
 		return nil, nil, errNoBackends
 	}
-	seen := map[string]bool{}
-	for _, n := range names {
-		if _, err := NewBackend(n); err != nil {
-			return nil, nil, err
-		}
-		if seen[n] {
-			return nil, nil, fmt.Errorf("compare: backend %q selected twice", n)
-		}
-		seen[n] = true
+	if err := checkNames("backend", names, func(n string) error { _, err := NewBackend(n); return err }); err != nil {
+		return nil, nil, err
 	}
 	faults := o.Faults
 	if faults == nil {
 		faults = o.Profile.Faults
 	}
-	seen = map[string]bool{}
-	for _, f := range faults {
-		if _, err := faultByName(f); err != nil {
-			return nil, nil, err
-		}
-		if seen[f] {
-			return nil, nil, fmt.Errorf("compare: fault %q selected twice", f)
-		}
-		seen[f] = true
+	if err := checkNames("fault", faults, func(f string) error { _, err := faultByName(f); return err }); err != nil {
+		return nil, nil, err
 	}
 	if o.Profile.TTL < 2*time.Second || o.Profile.TTL%time.Second != 0 || o.Profile.Clients < 2 || o.Profile.Contenders < 1 || o.Profile.PerfFor <= 0 {
 		return nil, nil, fmt.Errorf("compare: profile %q: want a TTL of whole seconds ≥ 2 s (etcd's leases), ≥ 2 clients, ≥ 1 contender and a positive PerfFor", o.Profile.Name)
 	}
 	return sortedBackends(names), slices.Clone(faults), nil
+}
+
+// checkNames refuses a name that known refuses, and a name given twice.
+func checkNames(kind string, names []string, known func(string) error) error {
+	seen := map[string]bool{}
+	for _, n := range names {
+		if err := known(n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return fmt.Errorf("compare: %s %q selected twice", kind, n)
+		}
+		seen[n] = true
+	}
+	return nil
 }
 
 // Report is the outcome of a comparison.
