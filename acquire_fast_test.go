@@ -3,6 +3,7 @@ package redlock
 import (
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,12 +17,14 @@ import (
 // in front, the general path behind it) and the general path alone (acquire.lua behind
 // counters.lua and queue.lua, as the scripts were before the fast path) on the same node
 // states: held, free, ours; waiters queued or not; counters missing, small, at the edge of
-// Lua's exact numbers, beyond it, at the maximum or holding something else; seeds of now,
+// Lua's exact numbers, beyond it, at the maximum, holding something else or of another type
+// (a hash: the fast path's GET must not end the script with the key set); seeds of now,
 // far ahead and malformed; bad PX and idle TTLs; both layouts; queued with and without
 // fencing. Each pair must give the same reply (value or error text) and leave the same keys
 // (values, and TTLs within a second). It fails if the fast path mints a different token,
 // skips a check, or leaves a write behind a refusal.
 func TestAcquireFastMatchesGeneral(t *testing.T) {
+	const wrongType = "<a hash>" // a counter state: the counter key is a hash
 	general := "local tried = false\n" + countersSrc + acquireSrc
 	generalQueued := "local tried = false\n" + countersSrc + queueSrc + acquireSrc
 	forEachStore(t, func(t *testing.T, rc redis.UniversalClient) {
@@ -34,7 +37,7 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 		nowS := strconv.FormatInt(now, 10)
 		counters := []string{"", "0", "5", "999999999999999", "8999999999999998", "8999999999999999",
 			"9000000000000000", strconv.FormatInt(now+5_000_000, 10), strconv.FormatInt(now-1, 10),
-			"abc", "007", "9223372036854775807", "9223372036854775806"}
+			"abc", "007", "9223372036854775807", "9223372036854775806", wrongType}
 		seeds := []string{nowS, strconv.FormatInt(now+20_000_000, 10), strconv.FormatInt(now+9_000_000, 10),
 			"0", "abc", "3", "89999999999999990", "8999999999999999"}
 		idles := []string{"604800000", "0", "abc", "-5"}
@@ -50,11 +53,17 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 			if s.holder != "" {
 				rc.Set(ctx, key, s.holder, 5*time.Second)
 			}
-			if s.own != "" {
-				rc.Set(ctx, own, s.own, time.Hour)
+			for _, c := range []struct{ name, v string }{{own, s.own}, {other, s.other}} {
+				switch c.v {
+				case "":
+				case wrongType:
+					rc.HSet(ctx, c.name, "f", "1")
+				default:
+					rc.Set(ctx, c.name, c.v, 0)
+				}
 			}
-			if s.other != "" {
-				rc.Set(ctx, other, s.other, 0)
+			if s.own != "" {
+				rc.PExpire(ctx, own, time.Hour)
 			}
 			if queued {
 				rc.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "w1"})
@@ -112,7 +121,7 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 		run := func(src string, keys []string, args []any, scale int64) (string, []int64) {
 			v, err := rc.Eval(ctx, src, keys, args...).Result()
 			if err != nil {
-				return "error: " + err.Error(), nil
+				return "error: " + scriptErrText(err), nil
 			}
 			if n, ok := v.(int64); ok && n <= 0 {
 				left, rank := -n/scale, -n%scale
@@ -165,3 +174,18 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 		}
 	})
 }
+
+// scriptErrText is an error reply's text without what tells two scripts apart: the line
+// numbers and the stack traceback miniredis writes into it (":137: ", " stack traceback:
+// …") and redis-server's script SHA and line behind it (" script: …").
+func scriptErrText(err error) string {
+	msg := err.Error()
+	for _, tail := range []string{" script: ", " stack traceback:"} {
+		if i := strings.Index(msg, tail); i >= 0 {
+			msg = msg[:i]
+		}
+	}
+	return scriptLine.ReplaceAllString(msg, "")
+}
+
+var scriptLine = regexp.MustCompile(`:[0-9]+: ?`)

@@ -116,10 +116,19 @@ var (
 	//go:embed lua/release.lua
 	releaseSrc string
 	//go:embed lua/release_multi.lua
-	releaseMultiSrc    string
-	releaseScript      = newLua("release", queueSrc+releaseSrc)
+	releaseMultiSrc string
+	//go:embed lua/release_fast.lua
+	releaseFastSrc     string
+	releaseScript      = newLua("release", withReleaseFastPath(queueSrc+releaseSrc))
 	releaseMultiScript = newLua("release_multi", queueSrc+releaseMultiSrc)
 )
+
+// withReleaseFastPath puts release_fast.lua in front of release.lua (with queue.lua in front
+// of it), which becomes the function general, run only when a queue is there: queue.lua's
+// rules are then defined only when they are needed.
+func withReleaseFastPath(general string) string {
+	return releaseFastSrc + "local function general()\n" + general + "\nend\nreturn general()\n"
+}
 
 // releaseArgs are what a release (or an undo) tells the nodes beyond the holder id.
 type releaseArgs struct {

@@ -5,9 +5,9 @@ package redlock
 // scriptSHAs holds the SHA-1 of each script's source (lua.src) in hex, by name, as EVALSHA
 // names it: constants, so that the library never computes SHA-1 (scripts.go, lua).
 var scriptSHAs = map[string]string{
-	"acquire":        "a0f61e6f73ffbb8287e8f3ac2752b52086275950",
+	"acquire":        "36e9ec8d7167a2e59b023083293348e7ee48fc7a",
 	"acquire_multi":  "621ff5600c403b95ae921614723d6a80193abc48",
-	"acquire_queued": "3ae77f0fd7178d43f59e26a1722634149e24a37c",
+	"acquire_queued": "3e22710f3ced790b8707b6f2697cb89280ecb6ce",
 	"acquire_write":  "3e46fce60172a9396a961f1dcf0af12eff3b8181",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",
@@ -23,7 +23,7 @@ var scriptSHAs = map[string]string{
 	"read_acquire":   "320419bb182179dd9c51bca679ca381f54c4eb16",
 	"read_extend":    "ac4a5977eb2b75898311499aba544e7778b3a5d9",
 	"read_release":   "24f41a55e4f04ec3b7336f480e761c183bfa0f97",
-	"release":        "05d2a9792700919fd0fd188510fac276e7d10824",
+	"release":        "f7aaf1d9df7fc825b6e086bb4bb412f84025a992",
 	"release_multi":  "10459e41e091e5f8ed5a9ed19049b23f09a01a96",
 	"rw_release":     "5695c2832d77a6e7876009890024d52c41881ea4",
 	"rw_status":      "3f9db5eb6da805675b5a0a00abd6a1ebe09e55f3",

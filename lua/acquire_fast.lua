@@ -45,8 +45,11 @@ if plain(ARGV[2]) then
     end
     local seed, idle, slot = ARGV[3], ARGV[4], ARGV[5] == '1'
     if plain(seed) and plain(idle, true) then
-      local c = redis.call('GET', KEYS[2])
-      local o = redis.call('GET', KEYS[3])
+      -- pcall: a counter of another type is an error table here, which plain refuses, so
+      -- general gives the error reply with the key deleted (redis.call would end the script
+      -- with the key set).
+      local c = redis.pcall('GET', KEYS[2])
+      local o = redis.pcall('GET', KEYS[3])
       if (not c or plain(c, true)) and (not o or plain(o, true)) then
         local t
         if c then
