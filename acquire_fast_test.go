@@ -45,7 +45,11 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 		holders := []string{"", "me", "other"}
 
 		type state struct{ holder, own, other string }
-		reset := func(s state, queued bool) {
+		// The queue on the node: none, another waiter at the head, ours (m1) at the head
+		// with another behind it, ours alone, ours at the head with its liveness run out,
+		// or a queue key of another type.
+		queues := []string{"", "other head", "our head", "ours alone", "our head expired", "<a string>"}
+		reset := func(s state, q string) {
 			t.Helper()
 			if err := rc.Del(ctx, key, own, other, queue, waiters).Err(); err != nil {
 				t.Fatal(err)
@@ -65,9 +69,24 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 			if s.own != "" {
 				rc.PExpire(ctx, own, time.Hour)
 			}
-			if queued {
-				rc.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "w1"})
-				rc.HSet(ctx, waiters, "w1", time.Now().UnixMilli()+10_000)
+			alive := time.Now().UnixMilli() + 10_000
+			switch q {
+			case "other head":
+				rc.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "w1"}, redis.Z{Score: 2, Member: "m1"})
+				rc.HSet(ctx, waiters, "w1", alive, "m1", alive)
+			case "our head":
+				rc.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "m1"}, redis.Z{Score: 2, Member: "w1"})
+				rc.HSet(ctx, waiters, "m1", alive, "w1", alive, "", alive-20_000)
+			case "ours alone":
+				rc.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "m1"})
+				rc.HSet(ctx, waiters, "m1", alive)
+			case "our head expired":
+				rc.ZAdd(ctx, queue, redis.Z{Score: 1, Member: "m1"}, redis.Z{Score: 2, Member: "w1"})
+				rc.HSet(ctx, waiters, "m1", alive-20_000, "w1", alive)
+			case "<a string>":
+				rc.Set(ctx, queue, "x", 0)
+			}
+			if q != "" {
 				rc.PExpire(ctx, queue, 10*time.Second)
 				rc.PExpire(ctx, waiters, 10*time.Second)
 			}
@@ -131,14 +150,20 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 		}
 		rng := rand.New(rand.NewPCG(1, 2))
 		pick := func(s []string) string { return s[rng.IntN(len(s))] }
-		cases, usual, fast := 600, 80, 0
+		cases, usual, fast, heads := 900, 80, 0, 0
 		for i := range cases {
 			s := state{holder: pick(holders), own: pick(counters), other: pick(counters)}
 			if i < usual { // the usual case first, many times: a free key and plain values
 				s = state{own: counters[rng.IntN(4)], other: []string{"", "", "5", counters[8]}[rng.IntN(4)]}
 			}
 			queuedCall := rng.IntN(3) == 0
-			queuedState := queuedCall && rng.IntN(2) == 0
+			queuedState := ""
+			if queuedCall && rng.IntN(3) != 0 {
+				queuedState = queues[1+rng.IntN(len(queues)-1)]
+			}
+			if i < usual/2 { // half of them a hot key's handoff: queued, the head's turn
+				queuedCall, queuedState = true, []string{"our head", "ours alone", "other head", "our head expired"}[rng.IntN(4)]
+			}
 			seed, idle, px := nowS, "604800000", "8000"
 			if i >= usual {
 				seed, idle, px = pick(seeds), pick(idles), pick(pxs)
@@ -167,10 +192,13 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 			}
 			if !strings.HasPrefix(want, "error") && !strings.HasPrefix(want, "refused") && s.holder == "" {
 				fast++
+				if queuedState == "our head" || queuedState == "ours alone" {
+					heads++
+				}
 			}
 		}
-		if fast < usual {
-			t.Fatalf("only %d of %d cases granted the lock: the fast path was hardly compared", fast, cases)
+		if fast < usual || heads < 20 {
+			t.Fatalf("%d of %d cases granted the lock, %d of them to the queue's head: the fast path was hardly compared", fast, cases, heads)
 		}
 	})
 }
