@@ -121,7 +121,8 @@ func TestRealScriptCases(t *testing.T) {
 var badCounters = []string{"abc", "-1", "007", "1e3", "1.5", " 12", "0x10", "9223372036854775808", "99999999999999999999", ""}
 
 // TestScriptsCheckBeforeWriting runs every script that writes counters against counters that
-// hold something else, counters at the int64 maximum and bad arguments, on miniredis and on a
+// hold something else, counters of another type (a hash), counters at the int64 maximum and
+// bad arguments, on miniredis and on a
 // real redis-server: each answers with an error reply that says what is wrong, and the node
 // is as it was, no lock key set and no counter moved (Redis keeps a script's writes made
 // before an error). Before, a counter at the maximum made acquire.lua set the lock key and
@@ -153,11 +154,14 @@ func TestScriptsCheckBeforeWriting(t *testing.T) {
 			}
 			return out
 		}
+		// wantRefused wants an error reply of ours ("redlock: ") saying want, or, for want
+		// WRONGTYPE, the node's own error for a key of another type, and the node unchanged.
 		wantRefused := func(what, want string, s *lua, keys []string, args ...any) {
 			t.Helper()
 			before := snapshot()
 			_, err := newScriptCall(s, keys, args...).run(ctx, rc)
-			if err == nil || !strings.Contains(err.Error(), "redlock: ") || !strings.Contains(err.Error(), want) {
+			ours := want == "WRONGTYPE" || (err != nil && strings.Contains(err.Error(), "redlock: "))
+			if err == nil || !ours || !strings.Contains(err.Error(), want) {
 				t.Fatalf("%s: %v; want an error reply saying %q", what, err, want)
 			}
 			if after := snapshot(); fmt.Sprint(after) != fmt.Sprint(before) {
@@ -199,6 +203,39 @@ func TestScriptsCheckBeforeWriting(t *testing.T) {
 					rc.Del(ctx, one.keys[0])
 					wantRefused("heal, "+what, "not an integer", healScript, one.triples(l), "A", 5000, 60000, "1", 8000, slot, 7000)
 				}
+			}
+			// A counter of another type (a hash): its GET fails inside the script, which must
+			// still change nothing (the acquire's fast path read it with redis.call and left
+			// the lock key set behind the error until 2026-12-03).
+			for _, name := range []string{own, other} {
+				typed := func() {
+					rc.FlushAll(ctx)
+					rc.HSet(ctx, name, "f", "1")
+				}
+				what := fmt.Sprintf("%v layout, counter %s a hash", l, name)
+				typed()
+				wantRefused("acquire, "+what, "WRONGTYPE", acquireScript, one.triples(l), "A", 10000, 5000, 60000, slot)
+				q := newQueueKeys(one.keys[0])
+				wantRefused("queued acquire, "+what, "WRONGTYPE", acquireQueuedScript,
+					append(one.triples(l), q.queue, q.waiters), "A", 10000, 5000, 60000, slot, "member", 5000, 4000, 25, "1", turnChannelPrefix)
+				// The same with the waiter at the head of a queue (the handoff's fast path).
+				rc.ZAdd(ctx, q.queue, redis.Z{Score: 1, Member: "member"})
+				rc.HSet(ctx, q.waiters, "member", time.Now().UnixMilli()+60_000)
+				wantRefused("queued acquire at the head, "+what, "WRONGTYPE", acquireQueuedScript,
+					append(one.triples(l), q.queue, q.waiters), "A", 10000, 5000, 60000, slot, "member", 5000, 4000, 25, "1", turnChannelPrefix)
+				if n := rc.Exists(ctx, one.keys[0]).Val(); n != 0 || rc.ZScore(ctx, q.queue, "member").Err() != nil {
+					t.Fatalf("queued acquire at the head, %s: the key set (%d) or the place gone from the queue", what, n)
+				}
+				typed()
+				wantRefused("acquire_multi, "+what, "WRONGTYPE", acquireMultiScript, set.triples(l), "A", 10000, 5000, 60000, "1", slot)
+				if name == other && l == KeyCounters {
+					continue // raise and heal read the other counter only to mirror (slot layout)
+				}
+				typed()
+				rc.Set(ctx, one.keys[0], "A", 0)
+				wantRefused("raise, "+what, "WRONGTYPE", raiseScript, one.triples(l), "A", 9000, 60000, slot)
+				rc.Del(ctx, one.keys[0])
+				wantRefused("heal, "+what, "WRONGTYPE", healScript, one.triples(l), "A", 5000, 60000, "1", 8000, slot, 7000)
 			}
 			// At the maximum: no token past it; one below it mints the maximum itself.
 			rc.FlushAll(ctx)
