@@ -15,6 +15,9 @@
 -- is read once where acquire.lua reads it for the seed bound and again for the queue (one
 -- script, so the same time but for the microseconds the script takes).
 --
+-- With a queue there, the key is looked at first (EXISTS): a waiter's poll of a held key goes
+-- to general at the cost of one command, without reading the queue twice.
+--
 -- Everything else goes to general: a key that is held, or waiters queued with another one
 -- at the head or a head whose liveness ran out (tried is then true: the queue was read and
 -- SET NX refused or not tried, so general starts at the holder's read); an argument or a
@@ -79,7 +82,7 @@ if plain(ARGV[2]) then
   if not nobody then
     local n = redis.pcall('EXISTS', KEYS[4]) -- as acquire.lua: an error means no queue
     nobody = n == 0 or type(n) == 'table'
-    if not nobody then
+    if not nobody and redis.call('EXISTS', KEYS[1]) == 0 then -- a waiter's poll of a held key: general
       head, clock = ahead()
     end
   end
