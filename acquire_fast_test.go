@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"regexp"
@@ -91,50 +92,8 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 				rc.PExpire(ctx, waiters, 10*time.Second)
 			}
 		}
-		// dump returns the keys as text, the hash's values (node times in ms, which move
-		// between the two runs) left out, and those values in order beside it.
-		dump := func() (string, []int64) {
-			var b strings.Builder
-			var times []int64
-			for _, k := range []string{key, own, other, queue, waiters} {
-				ty := rc.Type(ctx, k).Val()
-				ttl := rc.PTTL(ctx, k).Val()
-				fmt.Fprintf(&b, "%s %s ttl=%d ", k, ty, ttl.Round(time.Second)/time.Second)
-				switch ty {
-				case "string":
-					b.WriteString(rc.Get(ctx, k).Val())
-				case "zset":
-					fmt.Fprint(&b, rc.ZRangeWithScores(ctx, k, 0, -1).Val())
-				case "hash":
-					m := rc.HGetAll(ctx, k).Val()
-					fs := make([]string, 0, len(m))
-					for f := range m {
-						fs = append(fs, f)
-					}
-					sort.Strings(fs)
-					fmt.Fprint(&b, fs)
-					for _, f := range fs {
-						n, _ := strconv.ParseInt(m[f], 10, 64)
-						times = append(times, n)
-					}
-				}
-				b.WriteString("\n")
-			}
-			return b.String(), times
-		}
-		// near reports whether two runs' node times (and milliseconds left) agree within a
-		// second.
-		near := func(a, b []int64) bool {
-			if len(a) != len(b) {
-				return false
-			}
-			for i := range a {
-				if d := a[i] - b[i]; d < -1000 || d > 1000 {
-					return false
-				}
-			}
-			return true
-		}
+		dump := func() (string, []int64) { return dumpKeys(ctx, rc, key, own, other, queue, waiters) }
+		near := nearTimes
 		// run returns the reply as text, and for a refusal apart from it the milliseconds
 		// left (the holder's PTTL, which moves between the two runs).
 		run := func(src string, keys []string, args []any, scale int64) (string, []int64) {
@@ -217,3 +176,55 @@ func scriptErrText(err error) string {
 }
 
 var scriptLine = regexp.MustCompile(`:[0-9]+: ?`)
+
+// dumpKeys returns keys as text, to compare what two scripts left on a node: each key's type,
+// its value (a string; a sorted set with its scores; a hash's fields) and whether it expires;
+// and apart from the text what moves between two runs, in order, for nearTimes: each expiring
+// key's milliseconds to live and a hash's values (node times in ms).
+func dumpKeys(ctx context.Context, rc redis.UniversalClient, keys ...string) (string, []int64) {
+	var b strings.Builder
+	var times []int64
+	for _, k := range keys {
+		ty := rc.Type(ctx, k).Val()
+		ttl := rc.PTTL(ctx, k).Val()
+		fmt.Fprintf(&b, "%s %s ", k, ty)
+		if ttl > 0 {
+			b.WriteString("expires ")
+			times = append(times, ttl.Milliseconds())
+		}
+		switch ty {
+		case "string":
+			b.WriteString(rc.Get(ctx, k).Val())
+		case "zset":
+			fmt.Fprint(&b, rc.ZRangeWithScores(ctx, k, 0, -1).Val())
+		case "hash":
+			m := rc.HGetAll(ctx, k).Val()
+			fs := make([]string, 0, len(m))
+			for f := range m {
+				fs = append(fs, f)
+			}
+			sort.Strings(fs)
+			fmt.Fprint(&b, fs)
+			for _, f := range fs {
+				n, _ := strconv.ParseInt(m[f], 10, 64)
+				times = append(times, n)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String(), times
+}
+
+// nearTimes reports whether two runs' node times and milliseconds left (dumpKeys) agree
+// within a second.
+func nearTimes(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if d := a[i] - b[i]; d < -1000 || d > 1000 {
+			return false
+		}
+	}
+	return true
+}

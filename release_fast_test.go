@@ -3,7 +3,6 @@ package redlock
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,47 +89,7 @@ func TestReleaseFastMatchesGeneral(t *testing.T) {
 				rc.PExpire(ctx, waiters, 10*time.Second)
 			}
 		}
-		// dump returns the keys as text, the hash's values (node times in ms, which move
-		// between the two runs) apart from it.
-		dump := func() (string, []int64) {
-			var b strings.Builder
-			var times []int64
-			for _, k := range []string{key, queue, waiters} {
-				ty := rc.Type(ctx, k).Val()
-				fmt.Fprintf(&b, "%s %s ttl=%d ", k, ty, rc.PTTL(ctx, k).Val().Round(time.Second)/time.Second)
-				switch ty {
-				case "string":
-					b.WriteString(rc.Get(ctx, k).Val())
-				case "zset":
-					fmt.Fprint(&b, rc.ZRangeWithScores(ctx, k, 0, -1).Val())
-				case "hash":
-					m := rc.HGetAll(ctx, k).Val()
-					fs := make([]string, 0, len(m))
-					for f := range m {
-						fs = append(fs, f)
-					}
-					slices.Sort(fs)
-					fmt.Fprint(&b, fs)
-					for _, f := range fs {
-						n, _ := strconv.ParseInt(m[f], 10, 64)
-						times = append(times, n)
-					}
-				}
-				b.WriteString("\n")
-			}
-			return b.String(), times
-		}
-		near := func(a, b []int64) bool {
-			if len(a) != len(b) {
-				return false
-			}
-			for i := range a {
-				if d := a[i] - b[i]; d < -1000 || d > 1000 {
-					return false
-				}
-			}
-			return true
-		}
+		dump := func() (string, []int64) { return dumpKeys(ctx, rc, key, queue, waiters) }
 		run := func(src string, keys []string, args []any) string {
 			v, err := rc.Eval(ctx, src, keys, args...).Result()
 			if err != nil {
@@ -166,7 +125,7 @@ func TestReleaseFastMatchesGeneral(t *testing.T) {
 					got := run(releaseScript.src, sh.keys, sh.args)
 					gotState, gotTimes := dump()
 					gotMsgs := published()
-					if got != want || gotState != wantState || !near(gotTimes, wantTimes) || !slices.Equal(gotMsgs, wantMsgs) {
+					if got != want || gotState != wantState || !nearTimes(gotTimes, wantTimes) || !slices.Equal(gotMsgs, wantMsgs) {
 						t.Fatalf("holder %q, queue %q, keys %q, args %q:\ngeneral: %s %q\n%s%v\nsent:    %s %q\n%s%v",
 							h, q, sh.keys, sh.args, want, wantMsgs, wantState, wantTimes, got, gotMsgs, gotState, gotTimes)
 					}
