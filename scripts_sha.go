@@ -5,9 +5,9 @@ package redlock
 // scriptSHAs holds the SHA-1 of each script's source (lua.src) in hex, by name, as EVALSHA
 // names it: constants, so that the library never computes SHA-1 (scripts.go, lua).
 var scriptSHAs = map[string]string{
-	"acquire":        "a591ff5fb271e6b3a85f5d1e3977df0993265c1e",
+	"acquire":        "62d5e04be5e9d617ec037160654310893579435d",
 	"acquire_multi":  "621ff5600c403b95ae921614723d6a80193abc48",
-	"acquire_queued": "a8d736af025ba429b54c97560413f0aa47c6f4ac",
+	"acquire_queued": "41a3b25d08c5d2bfdea9ac73e2dfb57f71bb9b0e",
 	"acquire_write":  "3e46fce60172a9396a961f1dcf0af12eff3b8181",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",

@@ -82,7 +82,7 @@ if plain(ARGV[2]) then
   if not nobody then
     local n = redis.pcall('EXISTS', KEYS[4]) -- as acquire.lua: an error means no queue
     nobody = n == 0 or type(n) == 'table'
-    if not nobody and redis.call('EXISTS', KEYS[1]) == 0 then -- a waiter's poll of a held key: general
+    if not nobody and redis.pcall('EXISTS', KEYS[1]) == 0 then -- a waiter's poll of a held key: general
       head, clock = ahead()
     end
   end
