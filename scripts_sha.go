@@ -23,7 +23,7 @@ var scriptSHAs = map[string]string{
 	"read_acquire":   "320419bb182179dd9c51bca679ca381f54c4eb16",
 	"read_extend":    "ac4a5977eb2b75898311499aba544e7778b3a5d9",
 	"read_release":   "24f41a55e4f04ec3b7336f480e761c183bfa0f97",
-	"release":        "f7aaf1d9df7fc825b6e086bb4bb412f84025a992",
+	"release":        "2e82ff6be33ce045e869fe6c3f91baeed23d2368",
 	"release_multi":  "10459e41e091e5f8ed5a9ed19049b23f09a01a96",
 	"rw_release":     "5695c2832d77a6e7876009890024d52c41881ea4",
 	"rw_status":      "3f9db5eb6da805675b5a0a00abd6a1ebe09e55f3",

@@ -1,5 +1,6 @@
 -- release.lua: compare-and-delete. Delete the lock key only if it still holds our id, and
--- then announce the release to waiters in other processes.
+-- then announce the release to waiters in other processes. scripts.go sends it behind
+-- release_fast.lua, which does all of this inline when nobody is queued for the key.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  optional, with KEYS[3]: the key's waiter queue (queue.lua)
