@@ -5,9 +5,9 @@ package redlock
 // scriptSHAs holds the SHA-1 of each script's source (lua.src) in hex, by name, as EVALSHA
 // names it: constants, so that the library never computes SHA-1 (scripts.go, lua).
 var scriptSHAs = map[string]string{
-	"acquire":        "62d5e04be5e9d617ec037160654310893579435d",
+	"acquire":        "d43f39913925624c198580a5d01b1c849afae40c",
 	"acquire_multi":  "621ff5600c403b95ae921614723d6a80193abc48",
-	"acquire_queued": "41a3b25d08c5d2bfdea9ac73e2dfb57f71bb9b0e",
+	"acquire_queued": "dcc5b77d1dffc837965cbe9ac8c5c652fbc3dfe2",
 	"acquire_write":  "3e46fce60172a9396a961f1dcf0af12eff3b8181",
 	"extend":         "8c1137beb375f19c94a9794067c965b211c5b04a",
 	"extend_multi":   "4db72673f77927f707ca99d0be3156ca7b3c566f",

@@ -56,7 +56,9 @@ local function ahead()
   end
   local us = tonumber(t[1]) * 1000000 + tonumber(t[2])
   local a = tonumber(alive)
-  if not a or a < tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+  -- qhead's test, as it is written there: a liveness of "nan" (which tonumber reads) is not
+  -- alive, so not a < now but not (a >= now).
+  if not (a and a >= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) then
     return false
   end
   return true, us
@@ -64,7 +66,8 @@ end
 
 -- taken is queue.lua's qtaken for a queue known to be there: the head that took the key
 -- leaves the queue (the queue goes with its hash when it was the last), and the free period
--- ends.
+-- ends. It runs under pcall, as qtaken does: a user whose ACL lacks one of these commands
+-- still gets the lock (what the queue's work did before the refusal stays, as there).
 local function taken()
   redis.call('ZREM', KEYS[4], ARGV[6])
   if redis.call('ZCARD', KEYS[4]) == 0 then
@@ -91,7 +94,7 @@ if plain(ARGV[2]) then
     tried = false
     if KEYS[5] ~= nil and ARGV[10] ~= '1' then
       if head then
-        taken()
+        pcall(taken)
       end
       return 1 -- queued without fencing: acquire.lua returns 1 without a check
     end
@@ -135,7 +138,7 @@ if plain(ARGV[2]) then
             redis.call('SET', KEYS[3], t, 'KEEPTTL')
           end
           if head then
-            taken()
+            pcall(taken)
           end
           return t
         end
