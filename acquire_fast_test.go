@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"github.com/quorumlock/redlock/internal/redisproc"
 	"math/rand/v2"
 	"regexp"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,8 +50,8 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 
 		type state struct{ holder, own, other string }
 		// The queue on the node: none, another waiter at the head, ours (m1) at the head
-		// with another behind it, ours alone, ours at the head with its liveness run out,
-		// or a queue key of another type.
+		// with another behind it, ours alone, ours at the head with its liveness run out or
+		// "nan", or a queue key of another type.
 		queues := []string{"", "other head", "our head", "ours alone", "our head expired", "our head, liveness nan", "<a string>"}
 		reset := func(s state, q string) {
 			t.Helper()
@@ -99,7 +99,6 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 			}
 		}
 		dump := func() (string, []int64) { return dumpKeys(ctx, rc, key, own, other, queue, waiters) }
-		near := nearTimes
 		// run returns the reply as text, and for a refusal apart from it the milliseconds
 		// left (the holder's PTTL, which moves between the two runs).
 		run := func(src string, keys []string, args []any, scale int64) (string, []int64) {
@@ -151,7 +150,7 @@ func TestAcquireFastMatchesGeneral(t *testing.T) {
 			got, gotLeft := run(src, keys, args, scale)
 			gotState, gotTimes := dump()
 			wantTimes, gotTimes = append(wantTimes, wantLeft...), append(gotTimes, gotLeft...)
-			if got != want || gotState != wantState || !near(gotTimes, wantTimes) {
+			if got != want || gotState != wantState || !nearTimes(gotTimes, wantTimes) {
 				t.Fatalf("case %d: state %+v queued call %v, queue %v, args %q:\ngeneral: %s\n%s%v\nsent:    %s\n%s%v",
 					i, s, queuedCall, queuedState, args, want, wantState, wantTimes, got, gotState, gotTimes)
 			}

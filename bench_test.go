@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,8 +22,9 @@ import (
 // BenchmarkTryAcquireRelease/nodes=N is one TryAcquire plus one Release on N nodes
 // (nodes=5,without-fencing: the same with WithoutFencing, to price the fencing token);
 // BenchmarkFloorSingleNode is the least a lock can cost: SET NX PX and a compare-and-delete
-// script on one node with go-redis, no quorum, no token. Compare ratios from one run: the
-// machine is shared and noisy.
+// script on one node with go-redis, no quorum, no token; BenchmarkScriptCost prices the
+// scripts' fast paths inside one redis-server. Compare ratios from one run: the machine is
+// shared and noisy.
 
 func BenchmarkTryAcquireRelease(b *testing.B) {
 	for _, n := range []int{1, 5} {
@@ -248,6 +251,88 @@ func BenchmarkCounterLayouts(b *testing.B) {
 					b.ReportMetric(float64(paths.other.Load())/float64(b.N), "failed/op")
 				}
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "locks/s")
+			})
+		}
+	}
+}
+
+// BenchmarkScriptCost measures what the two scripts with a fast path cost inside one
+// redis-server, as sent and as their general path alone (the scripts before the fast path):
+// release (a TryAcquire lock's release, nobody queued) and head (the acquire of a queued
+// waiter told its turn: the key free, the waiter at the head of the queue). Each op sets up
+// the node's state with other commands and runs the script once; server-µs/call is the
+// script's usec_per_call from INFO commandstats, which counts only the EVALSHA. Compare the
+// four from one run (the machine is shared and noisy):
+//
+//	go test -run '^$' -bench ScriptCost -count 3 .
+func BenchmarkScriptCost(b *testing.B) {
+	cluster := redisproc.StartT(b, 1, redisproc.Config{})
+	rc := cluster.ClientsT(b)[0]
+	c := newTestClient(b, []redis.UniversalClient{rc})
+	ctx := context.Background()
+	load := func(src string) string {
+		sha, err := rc.ScriptLoad(ctx, src).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return sha
+	}
+	shas := map[string][2]string{
+		"release": {load(releaseScript.src), load(queueSrc + releaseSrc)},
+		// The general path alone: acquire.lua behind counters.lua and queue.lua, with tried
+		// false (as TestAcquireFastMatchesGeneral runs it).
+		"head": {load(acquireQueuedScript.src), load("local tried = false\n" + countersSrc + queueSrc + acquireSrc)},
+	}
+	const ttl = 8 * time.Second
+	for _, script := range []string{"release", "head"} {
+		for k, path := range []string{"sent", "general"} {
+			b.Run(script+"/"+path, func(b *testing.B) {
+				if err := rc.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				for i := range b.N {
+					key := fmt.Sprintf("sc:%s:%s:%d", script, path, i)
+					set, err := newLockKeys(key)
+					if err != nil {
+						b.Fatal(err)
+					}
+					id := newHolderID()
+					q := c.newQueueArgs(key, counterSeed(time.Now()))
+					var cmd *command
+					if script == "release" {
+						rc.Set(ctx, key, id, ttl)
+						cmd = newReleaseCommand(set, id, releaseArgs{announce: true, turn: true, member: c.id, live: q.live})
+					} else {
+						live := time.Now().UnixMilli() + 10_000
+						rc.ZAdd(ctx, q.keys.queue, redis.Z{Score: float64(q.ticket), Member: c.id}, redis.Z{Score: float64(q.ticket + 1), Member: "next"})
+						rc.HSet(ctx, q.keys.waiters, c.id, live, "next", live)
+						cmd = newAcquireCommand(set, acquireArgs{id: id, px: c.keyTTLMillis(ttl), seed: counterSeed(time.Now()),
+							idleMillis: c.counterIdleMillis(ttl), fenced: true, layout: c.cfg.layout, queue: q})
+					}
+					args := append([]any{}, cmd.args...)
+					args[1] = shas[script][k]
+					if err := rc.Do(ctx, args...).Err(); err != nil {
+						b.Fatal(err)
+					}
+					if script == "head" {
+						rc.Del(ctx, key, q.keys.queue, q.keys.waiters)
+					}
+				}
+				b.StopTimer()
+				st, err := rc.Info(ctx, "commandstats").Result()
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, line := range strings.Split(st, "\n") {
+					if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:"); ok {
+						for _, f := range strings.Split(v, ",") {
+							if per, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+								x, _ := strconv.ParseFloat(per, 64)
+								b.ReportMetric(x, "server-µs/call")
+							}
+						}
+					}
+				}
 			})
 		}
 	}
