@@ -280,13 +280,30 @@ func TestRealCounterLayoutFlag(t *testing.T) {
 		}
 		return tok
 	}
+	// counters checks the counters a run left: a quorum of the nodes (2 of 3) must hold exactly
+	// the expected values, and none more. A run returns once a quorum has answered its acquire
+	// and its release, so on a busy machine one node may miss a run (a CI run under -race on
+	// 2026-12-03 found node 2 one run behind after the second run: its counter was k1).
 	counters := func(what string, slot, perKey uint64) {
 		t.Helper()
+		exact := 0
+		var off []string
 		for _, n := range statusJSON(t, nodes, key, 0).Nodes {
-			if n.SlotCounter != slot || n.KeyCounter != perKey || n.Counter != max(slot, perKey) {
-				t.Errorf("%s: node %d: counter %d, slot counter %d, key counter %d; want %d, %d, %d",
-					what, n.Node, n.Counter, n.SlotCounter, n.KeyCounter, max(slot, perKey), slot, perKey)
+			got := fmt.Sprintf("node %d: counter %d, slot counter %d, key counter %d", n.Node, n.Counter, n.SlotCounter, n.KeyCounter)
+			switch {
+			case n.SlotCounter == slot && n.KeyCounter == perKey && n.Counter == max(slot, perKey):
+				exact++
+			case n.SlotCounter > slot || n.KeyCounter > perKey:
+				t.Errorf("%s: %s; want at most %d, %d", what, got, slot, perKey)
+			default:
+				off = append(off, got)
 			}
+		}
+		if exact < 2 {
+			t.Errorf("%s: %d of 3 nodes hold counter %d, slot counter %d, key counter %d; the others: %v",
+				what, exact, max(slot, perKey), slot, perKey, off)
+		} else if len(off) > 0 {
+			t.Logf("%s: a node lags a run behind (a quorum holds the values): %v", what, off)
 		}
 	}
 
