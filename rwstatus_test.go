@@ -103,6 +103,10 @@ func TestRWLockStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A release returns at a quorum; the writer below needs the third node's release too
+	// (node 1 keeps the lonely reader), so both Clients' releases must have reached every node.
+	settle(c)
+	settle(other)
 	w, err := other.RWLock("ledger").TryAcquireWrite(ctx, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
