@@ -19,6 +19,7 @@ import (
 func TestRealQueueScripts(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	queueCases(t, cluster.ClientsT(t)[0])
+	queueElsewhereCases(t, cluster.ClientsT(t)[0])
 }
 
 // queuedOn counts the nodes on which member has a place in key's queue.
@@ -44,7 +45,7 @@ func queuedOnEvery(ctx context.Context, admin []redis.UniversalClient, key, memb
 // attempt that has failed costs the nodes nothing more), so on a loaded machine the last
 // nodes may see the waiter only at its next attempt, a retry pause later. Tests with one
 // waiter behind a holder need no more (the release tells it its turn where it is queued,
-// and the other nodes have no queue); design.md §3.10 says what is not known beyond that.
+// and the other nodes have no queue); design.md §3.10 says what a missing place costs.
 func queuedOnQuorum(ctx context.Context, admin []redis.UniversalClient, key, member string) bool {
 	return queuedOn(ctx, admin, key, member) > len(admin)/2
 }
@@ -334,5 +335,117 @@ func TestRealQueueHandoffInsideOneClient(t *testing.T) {
 	t.Logf("%d handoffs in %v", goroutines*each, took)
 	if took > 25*time.Second {
 		t.Fatalf("%d handoffs took %v: some waited for the retry pause (at least 30 s) instead of being told", goroutines*each, took)
+	}
+}
+
+// TestRealQueueReleaseWhereRefused: a waiter whose acquire won on a quorum but was refused on
+// the other nodes (there the release before it had not come yet: here another holder's key,
+// "late", stands in for it) keeps its place on those nodes, since no acquire took it out
+// there. Its release takes that place out as well (lua/queue.lua, qelsewhere) and tells the
+// next waiter its turn there, so that waiter gets the key on every node, not a bare quorum.
+// Then five handoffs in a row, each with two other nodes late, and a retry delay of a minute:
+// each next waiter is told its turn by a quorum and has the lock within moments. Before,
+// the places left behind piled up on different nodes until a waiter found a stale head on
+// more than two of them and waited out its retry pause (the first lagging handoff after
+// another stalled).
+func TestRealQueueReleaseWhereRefused(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 60*time.Second)
+	const key = "queue:refused"
+	late := func(nodes ...int) {
+		for _, i := range nodes {
+			if err := admin[i].Set(ctx, key, "late", 30*time.Second).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	arrived := func(nodes ...int) {
+		for _, i := range nodes {
+			if err := admin[i].Del(ctx, key).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	holder := newTestClient(t, cluster.ClientsT(t))
+	cur, err := holder.TryAcquire(ctx, key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	got := make(chan *Lock, n)
+	waiters := make([]*Client, n)
+	for i := range waiters {
+		c := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+		waiters[i] = c
+		go func() {
+			l, err := c.Acquire(ctx, key, 30*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		testutil.WaitFor(t, 10*time.Second, "the waiter to be queued on every node", func() bool {
+			return queuedOnEvery(ctx, admin, key, c.id)
+		})
+	}
+	next := func(what string) *Lock {
+		t.Helper()
+		select {
+		case l := <-got:
+			if l == nil {
+				t.FailNow()
+			}
+			settle(l.c) // every node has answered its acquire
+			return l
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the next waiter has no lock 10 s after the release (its retry pause is 30-90 s)", what)
+			return nil
+		}
+	}
+
+	// Nodes 3 and 4 late: the first waiter wins on 0-2 and is refused, and keeps its place, on 3 and 4.
+	late(3, 4)
+	if err := cur.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := next("the first handoff")
+	if q := queuedOn(ctx, admin, key, first.c.id); q != 2 {
+		t.Fatalf("the first waiter, refused on two nodes, has a place on %d nodes, want 2", q)
+	}
+	arrived(3, 4)
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settle(first.c)
+	if q := queuedOn(ctx, admin, key, first.c.id); q != 0 {
+		t.Fatalf("after its release the first waiter still has a place on %d nodes", q)
+	}
+	cur = next("the second handoff")
+	for i, rc := range admin {
+		if v := rc.Get(ctx, key).Val(); v != cur.ID() {
+			t.Fatalf("node %d: the second waiter's key is not there (%q): a place left behind refused it", i, v)
+		}
+	}
+	// Four more handoffs, each with two nodes late, a different pair each time.
+	for i := range n - 2 {
+		lag := []int{(2 * i) % 5, (2*i + 1) % 5}
+		late(lag...)
+		start := time.Now()
+		_ = cur.Release(ctx) // the late nodes hold another key: not a quorum confirmed, maybe
+		cur = next(fmt.Sprintf("handoff %d, nodes %v late", i+3, lag))
+		arrived(lag...)
+		t.Logf("handoff %d with nodes %v late: %v", i+3, lag, time.Since(start))
+	}
+	if err := cur.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range waiters {
+		settle(c)
+	}
+	for i, rc := range admin {
+		if n := rc.Exists(ctx, key, newQueueKeys(key).queue).Val(); n != 0 {
+			t.Fatalf("node %d: %d of the key and its queue left after the last release", i, n)
+		}
 	}
 }

@@ -274,11 +274,83 @@ func queueCases(t *testing.T, rc redis.UniversalClient) {
 	}
 }
 
+// queueElsewhereCases: a release on a node where the releasing Client's key is not (its
+// acquire was refused there while it won elsewhere, or the key went) still brings the
+// Client's place there in line with the other nodes' (qelsewhere in lua/queue.lua): gone,
+// or moved to the ticket of the Client's next waiter, and when that place was the head of a
+// free key, the next waiter is told its turn with the release's holder id. An undo (the
+// place's own ticket), a Client without a place, or a key that someone holds tells nobody.
+// The reply is 0 throughout: the key was not ours here.
+func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
+	rc.FlushAll(context.Background())
+	s := newQueueScript(t, rc, "queue:elsewhere")
+	next := s.turns("B", "C")
+	id := func(c string, n int) string { return fmt.Sprintf("%s%031d", c, n) }
+	release := func(what, member, holder string, ticket int64, announce bool) {
+		t.Helper()
+		ra := releaseArgs{announce: announce, turn: true, member: member, ticket: ticket, live: s.live}
+		if v, err := newReleaseCommand(s.set, holder, ra).run(s.ctx, rc); err != nil || v != 0 {
+			t.Fatalf("%s: %d, %v; want 0 (not our key here)", what, v, err)
+		}
+	}
+	// A holds the key elsewhere; here its acquire was refused behind the holder before it, so
+	// A is queued here ahead of B and C, and the key here is free now.
+	s.acquire("H", id("H", 1), 10)
+	s.acquire("A", id("A", 1), 100)
+	s.acquire("B", id("B", 1), 200)
+	s.acquire("C", id("C", 1), 300)
+	s.release("H", id("H", 1), 0, false)
+	s.wantMembers("A, B and C queued behind H", "A", "B", "C")
+
+	// A's release with no other waiter: its place goes, and B, the head now, is told.
+	release("A's release", "A", id("A", 1), 0, true)
+	s.wantMembers("A's place gone", "B", "C")
+	if m := next(); m.Channel != turnChannel("B") || m.Payload != id("A", 1)+s.key {
+		t.Fatalf("turn message %q on %q, want A's holder id and the key on B's channel", m.Payload, m.Channel)
+	}
+	if rc.HExists(s.ctx, s.q.waiters, "A").Val() {
+		t.Fatal("A's liveness left in the waiters hash")
+	}
+	// An undo here (the place's own ticket) and a release by a Client with no place change
+	// nothing and tell nobody: the next message is the one after them.
+	release("B's undo", "B", id("B", 2), 200, false)
+	release("D's release", "D", id("D", 1), 0, true)
+	release("E's release with another waiter", "E", id("E", 1), 500, true)
+	s.wantMembers("after an undo and releases without a place", "B", "C")
+	// B releases with another waiter of its own behind C: its place moves there, and C, the
+	// head now, is told.
+	release("B's release with another waiter", "B", id("B", 3), 400, true)
+	s.wantMembers("B's place moved behind C", "C", "B")
+	if m := next(); m.Channel != turnChannel("C") || m.Payload != id("B", 3)+s.key {
+		t.Fatalf("turn message %q on %q, want B's holder id on C's channel (nothing for the undo)", m.Payload, m.Channel)
+	}
+	// With the key held by another holder, C's place goes but nobody is told: that holder's
+	// release will tell B.
+	if tok, _ := newAcquireCommand(s.set, acquireArgs{id: id("T", 1), px: 10000, seed: 5, idleMillis: 60000,
+		layout: SlotCounters}).run(s.ctx, rc); tok <= 0 {
+		t.Fatal("TryAcquire of a free key refused")
+	}
+	release("C's release while T holds", "C", id("C", 2), 0, true)
+	s.wantMembers("C's place gone", "B")
+	if v := s.release("T", id("T", 1), 0, true); v != 1 {
+		t.Fatalf("T's release: %d, want 1", v)
+	}
+	if m := next(); m.Channel != turnChannel("B") || m.Payload != id("T", 1)+s.key {
+		t.Fatalf("turn message %q on %q, want T's release on B's channel (nothing for C's)", m.Payload, m.Channel)
+	}
+	// The last place goes with the queue.
+	release("B's release", "B", id("B", 4), 0, true)
+	if n := rc.Exists(s.ctx, s.q.queue, s.q.waiters).Val(); n != 0 {
+		t.Fatalf("the last place gone, %d queue keys left", n)
+	}
+}
+
 func TestQueueScripts(t *testing.T) {
 	srv := miniredis.RunT(t)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rc.Close()
 	queueCases(t, rc)
+	queueElsewhereCases(t, rc)
 }
 
 func TestQueueNames(t *testing.T) {

@@ -27,14 +27,16 @@ local function qjoin(queue, waiters, member, ticket, live, now)
   redis.call('PEXPIRE', waiters, live)
 end
 
--- qleave takes member out of the queue; an empty queue is deleted with its hash.
+-- qleave takes member out of the queue; an empty queue is deleted with its hash. Returns 1
+-- when member had a place, 0 when it had none.
 local function qleave(queue, waiters, member)
-  redis.call('ZREM', queue, member)
+  local n = redis.call('ZREM', queue, member)
   if redis.call('ZCARD', queue) == 0 then
     redis.call('DEL', queue, waiters)
   else
     redis.call('HDEL', waiters, member)
   end
+  return n
 end
 
 -- qhead returns the head of the queue once the heads whose liveness ran out are taken out
@@ -135,4 +137,44 @@ local function qhandoff(queue, waiters, key, id, prefix, member, ticket, live)
   end
   redis.call('PUBLISH', prefix .. head, id .. key)
   return false
+end
+
+-- qelsewhere is qhandoff's counterpart on a node where the releasing Client's key is not: its
+-- acquire was refused here (the release before it had not come yet, say) while it won on a
+-- quorum elsewhere, or the key expired here. No qtaken took the Client's place out here, so
+-- the release brings that place to what it is on the other nodes: gone with ticket '0', moved
+-- with any other ticket; with '', or with the ticket it has already (an undo's), nothing
+-- changes. When the place was the head and the key is free here, the next waiter is told its
+-- turn, with id .. key as the nodes where the key was deleted tell it. Without this, the
+-- place stayed at the head until its liveness ran out or a later attempt found the grace
+-- passed, and each acquire in the meantime was refused here.
+local function qelsewhere(queue, waiters, key, id, prefix, member, ticket, live)
+  if ticket == '' then
+    return
+  end
+  local head = redis.call('ZRANGE', queue, 0, 0)[1]
+  if not head then
+    return -- no queue here
+  end
+  local now
+  if ticket == '0' then
+    if qleave(queue, waiters, member) == 0 then
+      return
+    end
+  else
+    if redis.call('ZADD', queue, 'XX', 'CH', ticket, member) == 0 then
+      return -- not queued here, or queued with this ticket already
+    end
+    now = qnow()
+    qjoin(queue, waiters, member, ticket, live, now)
+  end
+  if head ~= member or prefix == '' or redis.call('EXISTS', key) == 1 then
+    return
+  end
+  now = now or qnow()
+  local next = qhead(queue, waiters, now)
+  if next and next ~= member then
+    redis.call('HSET', waiters, '', now)
+    redis.call('PUBLISH', prefix .. next, id .. key)
+  end
 end

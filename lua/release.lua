@@ -18,7 +18,8 @@
 --
 -- Returns 1 when our key was deleted, 2 when it was deleted and the releasing Client's next
 -- waiter may take the key now (it is the head of the queue, or nobody is queued), 0 when the
--- key is absent or belongs to another holder. The fence
+-- key is absent or belongs to another holder; the Client's place in the queue is then brought
+-- in line with the other nodes' all the same (qelsewhere). The fence
 -- counter is never touched. The PUBLISH goes through redis.pcall (and the queue's work
 -- through pcall), so a user whose ACL forbids the command or the channel still releases:
 -- the error is dropped and the reply is 1 all the same. The message carries the released
@@ -35,5 +36,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
     end
   end
   return n
+end
+if KEYS[3] then
+  pcall(qelsewhere, KEYS[2], KEYS[3], KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 end
 return 0
