@@ -492,6 +492,13 @@ func (a *attempt) fail(ctx context.Context, cause error) *QuorumError {
 	}
 	rel := newReleaseCommand(a.set, a.id, ra)
 	undo := &undoLog{c: a.c, key: a.set.keys[0], id: a.id, obs: a.obs, ctx: a.ctx, queued: a.queue != nil}
+	// A queued attempt that the nodes refused (the key held, or waiters ahead) keeps its
+	// calls not yet written, say behind our own release to a slow node: they put the waiter's
+	// place on that node, without which the nodes' queues disagree on their head and no
+	// waiter is told its turn by a quorum (design.md §3.10, "A place on fewer than every
+	// node"). Any other failure (timeouts, ctx, validity) drops them, so that a failed
+	// attempt costs loaded nodes nothing more.
+	place := a.queue != nil && a.held && cause == nil
 	pr := a.c.pending.begin(a.set.keys, len(a.acq))
 	for i, acq := range a.acq {
 		switch {
@@ -499,7 +506,7 @@ func (a *attempt) fail(ctx context.Context, cause error) *QuorumError {
 			if a.mayHold[i] {
 				a.c.sendTo(i, a.undoCall(pr, i, rel, undo))
 			}
-		case acq.Cancel():
+		case !place && acq.Cancel():
 			// Still queued: it will never be written, so there is nothing to undo.
 		default:
 			// In flight: release once it has returned, whatever it answers (compare-and-

@@ -621,3 +621,45 @@ func TestReleaseSkipsNodesNeverWritten(t *testing.T) {
 	proxies[0].Drop()
 	_ = l.Release(ctx)
 }
+
+// TestRefusedQueuedAttemptKeepsItsCalls: a queued Acquire refused by a quorum (the key held
+// by another holder on every node) while its call to node 2 still waits in that node's
+// queue sends that call all the same, so that its waiter has a place on node 2 too
+// (design.md §3.10, "A place on fewer than every node"); a TryAcquire's is dropped
+// (TestFailedAttemptDropsQueuedCalls).
+func TestRefusedQueuedAttemptKeepsItsCalls(t *testing.T) {
+	servers, c, ctx, sentTo2, unblock := busyNode2(t)
+	for _, s := range servers {
+		s.Set(testKey, "someone-else")
+		s.SetTTL(testKey, time.Hour)
+	}
+	c.cfg.retryDelay = time.Minute // one attempt within the test
+	actx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(actx, testKey, time.Minute)
+		done <- err
+	}()
+	q := newQueueKeys(testKey)
+	placed := func(s *miniredis.Miniredis) bool {
+		_, err := s.ZScore(q.queue, c.id)
+		return err == nil
+	}
+	testutil.WaitFor(t, 10*time.Second, "the refusals of nodes 0 and 1", func() bool {
+		return placed(servers[0]) && placed(servers[1])
+	})
+	unblock()
+	testutil.WaitFor(t, 10*time.Second, "the waiter's place on node 2", func() bool { return placed(servers[2]) })
+	if n := sentTo2.count(); n != 1 {
+		t.Fatalf("the refused queued attempt reached node 2 %d times, want 1", n)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("Acquire: %v", err)
+	}
+	for i, s := range servers {
+		if v, _ := s.Get(testKey); v != "someone-else" {
+			t.Fatalf("node %d: the holder's key is %q", i, v)
+		}
+	}
+}

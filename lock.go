@@ -324,7 +324,7 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		// The nodes' queue for the key: our next waiter takes our place there, or the place
 		// goes; a node that answers that our waiter is the head now tells it its turn
 		// (queue.go).
-		ra.member, ra.ticket, ra.live = l.c.id, l.c.wait.headTicket(l.key), queueLive(l.c.cfg.retryDelay).Milliseconds()
+		ra.member, ra.ticket, ra.live = l.c.id, l.c.wait.handOff(l.key), queueLive(l.c.cfg.retryDelay).Milliseconds()
 		o.turn = func(node int) { l.c.wake.turnFrom(l.key, l.id, node) }
 	} else if len(l.set.keys) > 1 && !l.c.cfg.noWakeups {
 		ra.member = l.c.id // each key's queue: its head is told

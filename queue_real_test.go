@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/quorumlock/redlock/internal/testutil"
 	"github.com/redis/go-redis/v9"
@@ -343,7 +345,7 @@ func TestRealQueueHandoffInsideOneClient(t *testing.T) {
 // "late", stands in for it) keeps its place on those nodes, since no acquire took it out
 // there. Its release takes that place out as well (lua/queue.lua, qelsewhere) and tells the
 // next waiter its turn there, so that waiter gets the key on every node, not a bare quorum.
-// Then five handoffs in a row, each with two other nodes late, and a retry delay of a minute:
+// Then four handoffs in a row, each with two other nodes late, and a retry delay of a minute:
 // each next waiter is told its turn by a quorum and has the lock within moments. Before,
 // the places left behind piled up on different nodes until a waiter found a stale head on
 // more than two of them and waited out its retry pause (the first lagging handoff after
@@ -447,5 +449,100 @@ func TestRealQueueReleaseWhereRefused(t *testing.T) {
 		if n := rc.Exists(ctx, key, newQueueKeys(key).queue).Val(); n != 0 {
 			t.Fatalf("node %d: %d of the key and its queue left after the last release", i, n)
 		}
+	}
+}
+
+// TestRealQueueHotKeyRollingLag: eight Clients (eight processes, as far as the nodes can
+// tell) loop Acquire / hold 2 ms / Release on one key for 5 s through proxies that delay
+// two of the five nodes by 3 ms each way, a different pair every 30 ms, with a retry delay
+// of a minute: every handoff must come from the nodes telling the next waiter its turn.
+// No gap between two acquisitions may reach 2 s, and no two holders may overlap. Before,
+// handoffs stalled for the retry pause in most runs: the first attempt of a waiter, refused
+// by a quorum, dropped its call to a slow node (queued behind its own release there), so the
+// queues disagreed on their head and nobody was told its turn by a quorum; and a head whose
+// attempt, kicked by a release's turns from the fast nodes, failed because the slow nodes
+// had not applied that release yet dropped their turns as no news.
+func TestRealQueueHotKeyRollingLag(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	proxies := make([]*faultproxy.Proxy, 5)
+	for i, a := range cluster.Addrs() {
+		p, err := faultproxy.Start(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxies[i] = p
+		t.Cleanup(func() { p.Close() })
+	}
+	const key = "queue:rolling-lag"
+	clients := make([]*Client, 8)
+	for i := range clients {
+		nodes := make([]redis.UniversalClient, len(proxies))
+		for j, p := range proxies {
+			rc := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { rc.Close() })
+			nodes[j] = rc
+		}
+		clients[i] = newTestClient(t, nodes, WithRetryDelay(time.Minute))
+	}
+	const run = 5 * time.Second // before, the stall came 0.5-5.6 s into the run
+	ctx, cancel := context.WithTimeout(ctxT(t, 60*time.Second), run)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { // the lag moves on every 30 ms
+		for i := 0; ctx.Err() == nil; i++ {
+			for j, p := range proxies {
+				d := time.Duration(0)
+				if j == i%5 || j == (i+2)%5 {
+					d = 3 * time.Millisecond
+				}
+				p.SetDelay(d, d)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(30 * time.Millisecond):
+			}
+		}
+	})
+	var mu sync.Mutex
+	var stamps []time.Time
+	var inside atomic.Int32
+	var overlaps atomic.Int32
+	for _, c := range clients {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := c.Acquire(ctx, key, 10*time.Second)
+				if err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("Acquire: %v", err)
+					}
+					return
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				mu.Lock()
+				stamps = append(stamps, time.Now())
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				inside.Add(-1)
+				_ = l.Release(context.Background()) // a slow node may answer after the node timeout
+			}
+		})
+	}
+	start := time.Now()
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		t.Fatalf("%d acquisitions while another holder had the lock", n)
+	}
+	stamps = append(stamps, time.Now())
+	var longest time.Duration
+	prev := start
+	for _, s := range stamps {
+		longest = max(longest, s.Sub(prev))
+		prev = s
+	}
+	t.Logf("%d acquisitions in %v, the longest gap %v", len(stamps)-1, run, longest)
+	if longest >= 2*time.Second {
+		t.Fatalf("a gap of %v between acquisitions: a handoff waited for the retry pause", longest)
 	}
 }

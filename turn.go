@@ -19,9 +19,8 @@ type turn struct {
 	ticket     int64      // qa's ticket: this call's start on the Client's clock; 0 when not queued
 	w          *waiter    // our place in this Client's queue, once joined
 	subscribed bool
-	sent       bool // an attempt reached the nodes (it may have queued us there)
-	losses     int  // attempts made on a wake-up that another contender beat
-	overloaded int  // consecutive attempts that failed with no node refusing (turn.pause)
+	losses     int // attempts made on a wake-up that another contender beat
+	overloaded int // consecutive attempts that failed with no node refusing (turn.pause)
 	// attempt makes one attempt; nil for the lock's own (runAttempt on set). A semaphore's
 	// turn waits on every permit key and chooses one per attempt (semaphore.go).
 	attempt func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error)
@@ -112,11 +111,16 @@ func (t *turn) mark() uint64 {
 	return t.c.wake.mark()
 }
 
-// tried records an attempt's result: whether it reached the nodes, and for a woken attempt,
-// whether it won or lost to another contender (the key's crowding and our seniority).
+// tried records an attempt's result: for a queued one, that it reached the nodes (it may
+// have queued this Client there) and what becomes of the turns told meanwhile (wakeHub.
+// turnDone); for a woken attempt, whether it won or lost to another contender (the key's
+// crowding and our seniority).
 func (t *turn) tried(woken bool, r attemptResult) {
-	if r.detail != nil {
-		t.sent = true
+	if t.qa != nil {
+		if r.detail != nil {
+			t.c.wait.place(t.key)
+		}
+		t.c.wake.turnDone(t.set.keys[0], r.kind == attemptWon)
 	}
 	switch {
 	case woken && r.kind == attemptWon:
@@ -162,18 +166,19 @@ func (t *turn) wait(ctx context.Context, pause time.Duration, mark uint64) error
 }
 
 // leave gives the turn up when the Acquire returns: its place here, its subscription, and,
-// when it did not win and nobody else here waits for the key, its place on the nodes.
+// when it did not win, nobody else here waits for the key and one of this Client's waiters
+// for it may have put its place on the nodes (waitQueues.place, handOff), that place.
 func (t *turn) leave(won bool) {
-	var last bool // nobody here waits for the key any more
+	var last, placed bool // nobody here waits for the key any more; the nodes may queue us
 	if t.w != nil {
-		last = t.c.wait.leave(t.set, t.key, t.w)
+		last, placed = t.c.wait.leave(t.set, t.key, t.w)
 	} else {
 		last = !t.c.wait.busy(t.key)
 	}
 	if t.subscribed {
 		t.c.unsubscribe(t.set)
 	}
-	if t.qa != nil && !won && t.sent && last {
+	if t.qa != nil && !won && placed && last {
 		t.c.leaveQueue(t.qa, t.set.keys[0]) // the place on the nodes is nobody's now
 	}
 }

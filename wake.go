@@ -28,7 +28,11 @@ type waitQueues struct {
 	m  map[string][]*waiter // per key, oldest first; m[key][0] is the head
 	// sets maps a key to the multi-key sets (their waitKey) that have waiters and contain
 	// it, with their waiter counts: a release of the key wakes those sets' heads too.
-	sets   map[string]map[string]int
+	sets map[string]map[string]int
+	// placed has the keys whose waiters here may have this Client's place in the nodes'
+	// queue (queue.go): one of them sent a queued attempt, or a release handed the place to
+	// them. It goes with the key's last waiter, who takes the place out if it did not win.
+	placed map[string]bool
 	closed bool          // the client is closed: every waiter goes now (and fails)
 	done   chan struct{} // closed with closed; made on first use
 }
@@ -136,19 +140,40 @@ func (q *waitQueues) first(key string, w *waiter) bool {
 	return len(l) > 0 && l[0] == w
 }
 
-// headTicket returns the ticket of the first waiter for key, 0 when nobody waits here.
-func (q *waitQueues) headTicket(key string) int64 {
+// handOff returns the ticket of the first waiter for key, 0 when nobody waits here. A
+// release that gives it to the nodes puts this Client's place there for that waiter, so the
+// key counts as placed.
+func (q *waitQueues) handOff(key string) int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if l := q.m[key]; len(l) > 0 {
+		q.placeLocked(key)
 		return l[0].ticket
 	}
 	return 0
 }
 
+// place records that a waiter for key sent a queued attempt, which may have put this
+// Client's place in the nodes' queue.
+func (q *waitQueues) place(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.m[key]) > 0 {
+		q.placeLocked(key)
+	}
+}
+
+func (q *waitQueues) placeLocked(key string) {
+	if q.placed == nil {
+		q.placed = map[string]bool{}
+	}
+	q.placed[key] = true
+}
+
 // leave removes w from the queue of set (whose waitKey is key); when w was the head, the
-// next waiter becomes the head. It reports whether nobody waits for set here any more.
-func (q *waitQueues) leave(set lockKeys, key string, w *waiter) (empty bool) {
+// next waiter becomes the head. It reports whether nobody waits for set here any more, and
+// then whether the key was placed (place, handOff) while they waited.
+func (q *waitQueues) leave(set lockKeys, key string, w *waiter) (empty, placed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if waitsOnSet(set, key) {
@@ -174,10 +199,12 @@ func (q *waitQueues) leave(set lockKeys, key string, w *waiter) (empty bool) {
 	}
 	if len(l) == 0 {
 		delete(q.m, key)
-		return true
+		placed = q.placed[key]
+		delete(q.placed, key)
+		return true, placed
 	}
 	q.m[key] = l
-	return false
+	return false, false
 }
 
 // closeAll wakes every waiter of every key: the client is closing, and their next attempt

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -112,6 +113,129 @@ func TestCrowdedKey(t *testing.T) {
 		c.wake.wokenAttempt(testKey, s.won, s.losses)
 		if got := c.wake.crowded(testKey); got != s.want {
 			t.Fatalf("step %d (won %v after %d losses): crowded %v, want %v", i, s.won, s.losses, got, s.want)
+		}
+	}
+}
+
+// TestTurnCounting: how a queued waiter's turns (wakeHub.turnFrom) kick it, on 5 nodes
+// (quorum 3). An attempt that won starts the count afresh, so the turns of that lock's own
+// release kick the next waiter here even when a quorum of turns came in while the attempt
+// ran (before, that kick stood until the next attempt and swallowed them: the waiter slept
+// its retry pause). The late turns of a release whose quorum kicked an attempt are dropped
+// while it runs and after it won, but count once it failed: the release reached those nodes
+// after the attempt did.
+func TestTurnCounting(t *testing.T) {
+	_, clients := miniNodes(t, 5)
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
+	h := &c.wake
+	h.subscribe(testKey, true)
+	defer h.unsubscribe(testKey)
+	turns := func(id string, nodes ...int) {
+		for _, n := range nodes {
+			h.turnFrom(testKey, id, n)
+		}
+	}
+	attempt := func() uint64 { h.turnReset(testKey); return h.mark() }
+	kicked := func(what string, m uint64, want bool) {
+		t.Helper()
+		if got := h.since(testKey, m, true); got != want {
+			t.Fatalf("%s: kicked %v, want %v", what, got, want)
+		}
+	}
+
+	// An attempt runs; a release's turns from three nodes come meanwhile; it wins.
+	m := attempt()
+	turns("r1", 0, 1, 2)
+	kicked("a quorum of turns during an attempt", m, true)
+	h.turnDone(testKey, true)
+	m = h.mark()
+	turns("r1", 3, 4) // r1's late turns: no news
+	kicked("the late turns of the release that kicked the won attempt", m, false)
+	turns("own", 0, 1, 2) // the winner's own release tells the next waiter here
+	kicked("the release of the lock that was won", m, true)
+
+	// Kicked by r2 on three nodes, the attempt fails: r2 reached nodes 3 and 4 after it.
+	m = attempt()
+	h.turnDone(testKey, true) // the "own" kick's attempt, won
+	turns("r2", 0, 1, 2)
+	kicked("r2's quorum", m, true)
+	m = attempt()
+	turns("r2", 3) // late, while the attempt runs: dropped for now
+	kicked("r2's late turn during the attempt it kicked", m, false)
+	h.turnDone(testKey, false)
+	kicked("one late turn after the failure", m, false)
+	turns("r2", 4)                                    // after the failure, r2 counts again
+	turns("undo", 0)                                  // our undo tells us our turn on node 0
+	kicked("r2's late turns and the undo's", m, true) // nodes 3, 4 and 0
+}
+
+// TestWaitQueuePlaced: the last waiter of a key to leave learns whether some waiter of it
+// here sent a queued attempt (place) or was handed this Client's place by a release
+// (handOff), whichever waiter that was; the mark goes with the key's last waiter.
+func TestWaitQueuePlaced(t *testing.T) {
+	var q waitQueues
+	set, err := newLockKeys(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leave := func(w *waiter, wantLast, wantPlaced bool) {
+		t.Helper()
+		if last, placed := q.leave(set, testKey, w); last != wantLast || placed != wantPlaced {
+			t.Fatalf("leave: last %v placed %v, want %v %v", last, placed, wantLast, wantPlaced)
+		}
+	}
+	w1, w2 := q.join(set, testKey, 10), q.join(set, testKey, 20)
+	q.place(testKey) // w1's attempt
+	leave(w1, false, false)
+	leave(w2, true, true) // w2 never attempted, but the Client may be queued on the nodes
+	w3 := q.join(set, testKey, 30)
+	leave(w3, true, false) // a new round of waiters starts unplaced
+	q.place(testKey)       // nobody waits: nothing to mark
+	w4, w5 := q.join(set, testKey, 40), q.join(set, testKey, 50)
+	if got := q.handOff(testKey); got != 40 {
+		t.Fatalf("handOff: ticket %d, want the head's 40", got)
+	}
+	leave(w4, false, false)
+	leave(w5, true, true)
+}
+
+// TestQueuePlaceGoesWithLastWaiter: two Acquire calls of one Client wait behind another
+// Client's lock and give up together. Whichever of them leaves last, and whether or not it
+// made an attempt itself, the Client's place goes from every node (leave.lua): before, it
+// stayed when the last one to leave had not attempted (the other had, and queued the
+// Client), and the next Client's waiter was refused there until the place expired.
+func TestQueuePlaceGoesWithLastWaiter(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	h := newTestClient(t, clients)
+	a := newTestClient(t, clients, WithRetryDelay(time.Minute))
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := h.TryAcquire(ctx, testKey, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for round := range 10 {
+		actx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 2)
+		for range 2 {
+			go func() {
+				_, err := a.Acquire(actx, testKey, time.Minute)
+				done <- err
+			}()
+		}
+		testutil.WaitFor(t, 10*time.Second, "both waiters, the Client queued on every node", func() bool {
+			a.wait.mu.Lock()
+			n := len(a.wait.m[testKey])
+			a.wait.mu.Unlock()
+			return n == 2 && queuedOnEvery(ctx, clients, testKey, a.id)
+		})
+		cancel()
+		for range 2 {
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("round %d: %v, want the context's end", round, err)
+			}
+		}
+		settle(a)
+		if n := queuedOn(ctx, clients, testKey, a.id); n != 0 {
+			t.Fatalf("round %d: both waiters gave up, and the Client still has a place on %d nodes", round, n)
 		}
 	}
 }

@@ -111,12 +111,17 @@ type wakeSub struct {
 	// and the releases (holder ids) they came from; turnStamp is the hub stamp of the last
 	// time they made a quorum. turnUsed holds the last releases whose turns made a quorum:
 	// their later turns (the slower nodes') are no news to the attempt they started.
-	turnSeen   []bool
-	turnCount  int
-	turnIDs    []string
-	turnKicked bool
-	turnStamp  uint64
-	turnUsed   []string // at most wakeHeard, newest last
+	// turnAttempt holds those of the attempt in flight (from turnReset to turnDone), and
+	// turnLate the nodes whose turns of them came meanwhile: if that attempt fails, the
+	// release reached those nodes after it did, and they count after all.
+	turnSeen    []bool
+	turnCount   int
+	turnIDs     []string
+	turnKicked  bool
+	turnStamp   uint64
+	turnUsed    []string // at most wakeHeard, newest last
+	turnAttempt []string
+	turnLate    []bool
 	// crowded: a woken attempt on the key lost to another contender lately, so several
 	// waiters answer each release (see seniorityDelay).
 	crowded bool
@@ -352,11 +357,22 @@ func (h *wakeHub) heardFrom(key, id string, node int) {
 // contenders' undos after a split vote add up; but the releases whose turns made a quorum
 // are remembered, and their late turns (from the nodes that answered after the attempt
 // began) ignored, else they would count towards the next turn and kick a head that has just
-// attempted, or leave the key's turn marked as given when the next head is waiting.
+// attempted, or leave the key's turn marked as given when the next head is waiting. If that
+// attempt fails, the late turns count after all (turnDone).
 func (h *wakeHub) turnFrom(key, id string, node int) {
 	h.mu.Lock()
 	s := h.subs[key]
-	if s == nil || !s.turn || slices.Contains(s.turnUsed, id) {
+	if s == nil || !s.turn {
+		h.mu.Unlock()
+		return
+	}
+	if slices.Contains(s.turnUsed, id) {
+		if slices.Contains(s.turnAttempt, id) {
+			if s.turnLate == nil {
+				s.turnLate = make([]bool, len(h.nodes))
+			}
+			s.turnLate[node] = true
+		}
 		h.mu.Unlock()
 		return
 	}
@@ -370,12 +386,21 @@ func (h *wakeHub) turnFrom(key, id string, node int) {
 	if !slices.Contains(s.turnIDs, id) {
 		s.turnIDs = append(s.turnIDs, id)
 	}
+	h.turnKickLocked(key, s)
+}
+
+// turnKickLocked kicks key's queued waiter when the turns counted make a quorum and have not
+// kicked it yet, marking their releases used. It is called with h.mu held and unlocks it.
+func (h *wakeHub) turnKickLocked(key string, s *wakeSub) {
 	if s.turnKicked || s.turnCount < h.quorum {
 		h.mu.Unlock()
 		return
 	}
 	s.turnKicked = true
 	for _, used := range s.turnIDs {
+		if slices.Contains(s.turnUsed, used) {
+			continue
+		}
 		if len(s.turnUsed) == wakeHeard {
 			s.turnUsed = append(s.turnUsed[:0], s.turnUsed[1:]...)
 		}
@@ -388,15 +413,75 @@ func (h *wakeHub) turnFrom(key, id string, node int) {
 }
 
 // turnReset forgets the turns of key's queued waiter: it is about to make an attempt, which
-// answers for every node that told it its turn before.
+// answers for every node that told it its turn before. The releases that kicked it are the
+// attempt's (turnAttempt) until turnDone.
 func (h *wakeHub) turnReset(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s := h.subs[key]; s != nil && (s.turnCount > 0 || s.turnKicked) {
+	s := h.subs[key]
+	if s == nil {
+		return
+	}
+	s.turnAttempt = s.turnAttempt[:0]
+	if s.turnKicked {
+		s.turnAttempt = append(s.turnAttempt, s.turnIDs...)
+	}
+	clear(s.turnLate)
+	if s.turnCount > 0 || s.turnKicked {
 		clear(s.turnSeen)
 		s.turnIDs = s.turnIDs[:0]
 		s.turnCount, s.turnKicked = 0, false
 	}
+}
+
+// turnDone settles the turns of key's queued waiter once its attempt is decided. An attempt
+// that won took the key: what was counted while it ran is spent, and the count starts afresh
+// for the next waiter here; a kick left standing would swallow the turns of this lock's own
+// release until that waiter's next attempt, a retry pause away. An attempt that failed frees
+// the releases that kicked it: their turns that came from the slower nodes while it ran
+// (turnLate) count now, and so do their later ones, since the release reached those nodes
+// after the attempt did; with the undos' turns they may make a quorum at once.
+func (h *wakeHub) turnDone(key string, won bool) {
+	h.mu.Lock()
+	s := h.subs[key]
+	if s == nil || !s.turn {
+		h.mu.Unlock()
+		return
+	}
+	ids := s.turnAttempt
+	s.turnAttempt = s.turnAttempt[:0]
+	if won {
+		clear(s.turnLate)
+		clear(s.turnSeen)
+		s.turnIDs = s.turnIDs[:0]
+		s.turnCount, s.turnKicked = 0, false
+		h.mu.Unlock()
+		return
+	}
+	s.turnUsed = slices.DeleteFunc(s.turnUsed, func(id string) bool { return slices.Contains(ids, id) })
+	late := false
+	for node, l := range s.turnLate {
+		if !l {
+			continue
+		}
+		late = true
+		if s.turnSeen == nil {
+			s.turnSeen = make([]bool, len(h.nodes))
+		}
+		if !s.turnSeen[node] {
+			s.turnSeen[node] = true
+			s.turnCount++
+		}
+	}
+	clear(s.turnLate)
+	if late {
+		for _, id := range ids {
+			if !slices.Contains(s.turnIDs, id) {
+				s.turnIDs = append(s.turnIDs, id)
+			}
+		}
+	}
+	h.turnKickLocked(key, s)
 }
 
 // ownRelease records a release of key by this Client (holder id), confirmed by a quorum:
