@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"time"
+
+	"github.com/quorumlock/redlock/internal/transport"
 )
 
 // The waiter queue on the nodes (lua/queue.lua; docs/design.md §3.10). When many processes
@@ -109,14 +111,23 @@ func (c *Client) newQueueArgs(key string, ticket int64) *queueArgs {
 
 // leaveQueue takes this Client out of key's queue on every node, once its last waiting
 // Acquire of the key has given up; a free key's next waiter is told its turn has come.
-// Nothing waits for it: a node that misses it drops the place when it expires.
+// Nothing waits for it: a node that misses it drops the place when it expires. On each node
+// it goes behind this Client's last release or undo of the key still on its way there, and
+// so behind the acquire call that undo follows (a refused queued attempt's call to a slow
+// node, which is kept: attempt.fail): else that call could land after the leave and put the
+// place back.
 func (c *Client) leaveQueue(qa *queueArgs, key string) {
 	if c.begin() != nil {
 		return // closed: the places expire
 	}
 	defer c.end()
 	cmd := newLeaveCommand(key, qa.keys, c.id, newHolderID())
+	after := c.pending.after([]string{key})
 	for i := range c.nodes {
-		c.sendTo(i, cmd.newCall(0, nil))
+		var prev *transport.Call
+		if after != nil {
+			prev = after[i]
+		}
+		c.sendAfterTo(i, prev, cmd.newCall(0, nil))
 	}
 }

@@ -546,3 +546,74 @@ func TestRealQueueHotKeyRollingLag(t *testing.T) {
 		t.Fatalf("a gap of %v between acquisitions: a handoff waited for the retry pause", longest)
 	}
 }
+
+// TestRealQueueLeaveAfterKeptCall: a queued attempt refused by a quorum keeps its call to a
+// slow node (there it waits behind the Client's own release: attempt.fail); when the Acquire
+// then gives up, the leave goes behind that call and its undo on each node, so the call
+// cannot land after the leave and put back the place of a Client that no longer waits (it
+// did, on the slow node, in every run of a newcomer's probe before the leave was ordered).
+func TestRealQueueLeaveAfterKeptCall(t *testing.T) {
+	cluster := redisproc.StartT(t, 3, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	proxies := make([]*faultproxy.Proxy, 3)
+	for i, addr := range cluster.Addrs() {
+		p, err := faultproxy.Start(addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxies[i] = p
+		t.Cleanup(func() { p.Close() })
+	}
+	proxied := func() []redis.UniversalClient {
+		nodes := make([]redis.UniversalClient, len(proxies))
+		for j, p := range proxies {
+			rc := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { rc.Close() })
+			nodes[j] = rc
+		}
+		return nodes
+	}
+	ctx := ctxT(t, 60*time.Second)
+	const key = "queue:kept-call"
+	a := newTestClient(t, proxied(), WithRetryDelay(time.Minute))
+	b := newTestClient(t, proxied(), WithRetryDelay(time.Minute))
+	la, err := a.Acquire(ctx, key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := b.Acquire(ctx, key, 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	testutil.WaitFor(t, 10*time.Second, "B to be queued on every node", func() bool {
+		return queuedOnEvery(ctx, admin, key, b.id)
+	})
+	proxies[2].SetDelay(300*time.Millisecond, 300*time.Millisecond)
+	if err := la.Release(ctx); err != nil { // returns at a quorum: node 2's is on its way
+		t.Fatal(err)
+	}
+	lb := <-got
+	if lb == nil {
+		t.FailNow()
+	}
+	// A wants the key again for 100 ms: B holds it on nodes 0 and 1, so A's attempt is refused
+	// there, and its call to node 2, behind its release, is kept; then A gives up.
+	actx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err = a.Acquire(actx, key, 30*time.Second)
+	cancel()
+	if !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("A's second Acquire: %v, want ErrNotAcquired", err)
+	}
+	settle(a) // its release, the kept call, its undo and the leave have all answered
+	if n := queuedOn(ctx, admin, key, a.id); n != 0 {
+		t.Fatalf("A gave up, and still has a place on %d nodes", n)
+	}
+	proxies[2].SetDelay(0, 0)
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
@@ -389,6 +390,51 @@ func TestScriptCacheLost(t *testing.T) {
 		flush()
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestRealScriptCacheLostOnSlowNode: a node whose script cache was lost (a restart, SCRIPT
+// FLUSH) and whose round trip is 800 ms, within the exec budget (1 s with the default 100 ms
+// node timeout) but not twice, answers a release's EVALSHA with NOSCRIPT at 800 ms; the EVAL
+// sent again then needs another 800 ms. A release is never dropped, so that EVAL must still
+// reach the node and delete our key there. Before, the resend shared the first write's
+// budget, ran out of it on the way, and the key stayed on the node until its TTL (a
+// newcomer saw it about twice in eight runs).
+func TestRealScriptCacheLostOnSlowNode(t *testing.T) {
+	cluster := redisproc.StartT(t, 3, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	slow, err := faultproxy.Start(cluster.Addrs()[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slow.Close() })
+	nodes := cluster.ClientsT(t)
+	rc := redis.NewClient(&redis.Options{Addr: slow.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rc.Close() })
+	nodes[2] = rc
+	c := newTestClient(t, nodes)
+	ctx := ctxT(t, 30*time.Second)
+	for round := range 3 {
+		l, err := c.TryAcquire(ctx, testKey, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		settle(c) // the key is on node 2 too
+		if v := admin[2].Get(ctx, testKey).Val(); v != l.ID() {
+			t.Fatalf("round %d: node 2 holds %q, want our key", round, v)
+		}
+		if err := admin[2].ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		slow.SetDelay(400*time.Millisecond, 400*time.Millisecond)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		settle(c) // the release's calls are final: answered, or given up
+		slow.SetDelay(0, 0)
+		if n := admin[2].Exists(ctx, testKey).Val(); n != 0 {
+			t.Fatalf("round %d: the released key is still on the slow node (its TTL %v)", round, admin[2].PTTL(ctx, testKey).Val())
 		}
 	}
 }

@@ -620,14 +620,20 @@ func (q *Queue) write(ctx context.Context, calls []*Call, cmds []*redis.Cmd) []*
 	if len(again) == 0 {
 		return cmds
 	}
+	// The node has applied none of these: they go again with an exec budget of their own.
+	// Under the first write's, a node slower than the budget answered NOSCRIPT after it had
+	// ended, and the EVAL was never written: a release or an undo, which are never dropped,
+	// then left our key there until its TTL (TestRealScriptCacheLostOnSlowNode).
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.budget())
+	defer cancel()
 	pipe := q.rc.Pipeline()
 	for _, i := range again {
 		eval := make([]any, len(calls[i].Args))
 		copy(eval, calls[i].Args)
 		eval[0], eval[1] = "eval", calls[i].Src
-		cmds[i] = pipe.Do(ctx, eval...)
+		cmds[i] = pipe.Do(rctx, eval...)
 	}
-	_, err := pipe.Exec(ctx)
+	_, err := pipe.Exec(rctx)
 	for _, i := range again {
 		unsent(cmds[i:i+1], err)
 	}
