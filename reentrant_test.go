@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -181,16 +182,20 @@ func TestReentrantMulti(t *testing.T) {
 	}
 }
 
-// heldEverywhere waits until every node holds key for id: the acquire's calls to the nodes
-// beyond the quorum have been answered, so they do not count as commands of what follows.
+// heldEverywhere waits until every node holds key for id and has run the whole acquire
+// script: miniredis counts each command a script runs, and the key is set before the script's
+// last commands (the fence counter's), so a count taken as soon as the key shows can still
+// grow (a run under -race saw [20 20 19] → [20 20 20]). Every node gets the same commands
+// here, so the script is done everywhere when the nodes have counted the same.
 func heldEverywhere(t *testing.T, servers []*miniredis.Miniredis, key, id string) {
 	t.Helper()
-	testutil.WaitFor(t, 10*time.Second, "every node to hold "+key, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "every node to hold "+key+" and finish the script", func() bool {
 		for _, s := range servers {
 			if v, _ := s.Get(key); v != id {
 				return false
 			}
 		}
-		return true
+		n := commandCounts(servers)
+		return slices.Min(n) == slices.Max(n)
 	})
 }
