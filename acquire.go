@@ -120,7 +120,11 @@ func (c *Client) acquireRetrying(ctx context.Context, set lockKeys, ttl time.Dur
 	defer c.end()
 	t := c.newTurn(set)
 	l, r, attempts, err := t.retry(ctx, ttl)
-	t.leave(l != nil)
+	if t.leave(l != nil) {
+		l.mu.Lock()
+		l.placed = true
+		l.mu.Unlock()
+	}
 	return l, r, attempts, err
 }
 

@@ -40,6 +40,9 @@ type quorumOp struct {
 	// turn, if not nil (a queued release), is told of each node that answered 2: this
 	// Client's next waiter for the key is the head of the key's queue there.
 	turn func(node int)
+	// tidyNeverSent: a queued release of a lock whose waiter had the Client's place in the
+	// nodes' queue (Lock.placed); see start.
+	tidyNeverSent bool
 
 	mu       sync.Mutex
 	agreed   int
@@ -59,11 +62,19 @@ func (c *Client) newQuorumOp(ctx context.Context, op string, set lockKeys, done 
 
 // start sends cmd to every node, each after the lock's last call there that may have set
 // our keys (after[i], which may be nil), so that it cannot overtake a slow SET. For a
-// release, a node where that call has not been written yet gets no call at all: the call is
-// cancelled instead (our keys will never be there). Such a node does not count towards the
-// quorum, so a Release still returns only once a quorum of nodes deleted the keys.
+// release, a node where that call has not been written yet does not count: the call is
+// cancelled instead (our keys will never be there), so a Release still returns only once a
+// quorum of nodes deleted the keys. Such a node gets no call, except when the call was
+// waiting in the node's queue (not refused there for a stalled node) and the lock's waiter
+// had the Client's place in the nodes' queue (o.tidyNeverSent): then the release goes all
+// the same, behind the Client's older release or undo of the key still on its way there,
+// for that place (tidy).
 func (o *quorumOp) start() {
+	var older []*transport.Call
 	if o.release {
+		if o.tidyNeverSent && o.after != nil {
+			older = o.c.pending.after(o.set.keys) // before begin: the releases before this one
+		}
 		o.rel = o.c.pending.begin(o.set.keys, len(o.c.nodes))
 		defer o.c.pending.end(o.rel)
 	}
@@ -74,9 +85,18 @@ func (o *quorumOp) start() {
 		}
 		// Never written to this node: still queued (cancelled now), or dropped before (the
 		// node was stalled, or the attempt failed). Our key is not there and never will be.
-		if o.release && prev != nil && (prev.Cancel() || prev.Cancelled()) {
-			o.Deliver(transport.Event{Node: i, Out: transport.NotSent, Err: errAcquireNotSent})
-			continue
+		if o.release && prev != nil {
+			if prev.Cancel() {
+				o.Deliver(transport.Event{Node: i, Out: transport.NotSent, Err: errAcquireNotSent})
+				if o.tidyNeverSent {
+					o.tidy(i, older)
+				}
+				continue
+			}
+			if prev.Cancelled() {
+				o.Deliver(transport.Event{Node: i, Out: transport.NotSent, Err: errAcquireNotSent})
+				continue
+			}
 		}
 		cl := o.cmd.newCall(0, o)
 		if o.release {
@@ -85,6 +105,27 @@ func (o *quorumOp) start() {
 		}
 		o.c.sendAfterTo(i, prev, cl)
 	}
+}
+
+// tidy sends a queued release to node i, where the lock's acquire was never written, for
+// the Client's place in the key's queue there: it stands for this lock's waiter (the
+// Client's previous release put it there, or this waiter's earlier refused attempt), and
+// without this call nothing of the Client would reach that node until its next acquire of
+// the key, so the place would stay, at the head of a free key, until its liveness ran out.
+// On a node where our key is not, the release script takes the place out or moves it to the
+// Client's next waiter, and tells the next head if the place was the head of a free key
+// (lua/queue.lua, qelsewhere; design.md §3.10). Its reply does not count towards the
+// release's quorum (the node was counted as not sent), so nothing waits for it; it is kept
+// in the pending releases, so that the Client's next acquire of the key goes after it.
+func (o *quorumOp) tidy(i int, older []*transport.Call) {
+	var prev *transport.Call
+	if older != nil {
+		prev = older[i]
+	}
+	cl := o.cmd.newCall(0, nil)
+	cl.Keep = true
+	o.c.pending.add(o.rel, i, cl)
+	o.c.sendAfterTo(i, prev, cl)
 }
 
 func (o *quorumOp) Deliver(ev transport.Event) {

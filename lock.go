@@ -37,6 +37,10 @@ type Lock struct {
 	released  bool          // a Release (or Close) succeeded
 	byClose   bool          // that release was Close's
 	releasing chan struct{} // non-nil while a release is in flight; closed when it ends
+	// placed: the Acquire that won the lock was this Client's last waiter for the key and
+	// the Client's place in the nodes' queue stood for it (turn.leave): the release goes to
+	// the nodes where the acquire never landed too, to tidy that place (quorumOp.tidy).
+	placed bool
 }
 
 // Key returns the lock's key.
@@ -326,6 +330,9 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		// (queue.go).
 		ra.member, ra.ticket, ra.live = l.c.id, l.c.wait.handOff(l.key), queueLive(l.c.cfg.retryDelay).Milliseconds()
 		o.turn = func(node int) { l.c.wake.turnFrom(l.key, l.id, node) }
+		l.mu.Lock()
+		o.tidyNeverSent = l.placed
+		l.mu.Unlock()
 	} else if len(l.set.keys) > 1 && !l.c.cfg.noWakeups {
 		ra.member = l.c.id // each key's queue: its head is told
 	}

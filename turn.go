@@ -167,8 +167,10 @@ func (t *turn) wait(ctx context.Context, pause time.Duration, mark uint64) error
 
 // leave gives the turn up when the Acquire returns: its place here, its subscription, and,
 // when it did not win, nobody else here waits for the key and one of this Client's waiters
-// for it may have put its place on the nodes (waitQueues.place, handOff), that place.
-func (t *turn) leave(won bool) {
+// for it may have put its place on the nodes (waitQueues.place, handOff), that place. When
+// it won in those circumstances it reports true: the place may still stand on the nodes
+// where the acquire never landed, and the lock's release tidies it there (quorumOp.tidy).
+func (t *turn) leave(won bool) (placedWon bool) {
 	var last, placed bool // nobody here waits for the key any more; the nodes may queue us
 	if t.w != nil {
 		last, placed = t.c.wait.leave(t.set, t.key, t.w)
@@ -181,4 +183,5 @@ func (t *turn) leave(won bool) {
 	if t.qa != nil && !won && placed && last {
 		t.c.leaveQueue(t.qa, t.set.keys[0]) // the place on the nodes is nobody's now
 	}
+	return t.qa != nil && won && placed && last
 }
