@@ -86,15 +86,12 @@ func (o *quorumOp) start() {
 		// Never written to this node: still queued (cancelled now), or dropped before (the
 		// node was stalled, or the attempt failed). Our key is not there and never will be.
 		if o.release && prev != nil {
-			if prev.Cancel() {
+			cancelledNow := prev.Cancel() // it was waiting in the node's queue
+			if cancelledNow || prev.Cancelled() {
 				o.Deliver(transport.Event{Node: i, Out: transport.NotSent, Err: errAcquireNotSent})
-				if o.tidyNeverSent {
+				if cancelledNow && o.tidyNeverSent {
 					o.tidy(i, older)
 				}
-				continue
-			}
-			if prev.Cancelled() {
-				o.Deliver(transport.Event{Node: i, Out: transport.NotSent, Err: errAcquireNotSent})
 				continue
 			}
 		}

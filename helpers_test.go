@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/quorumlock/redlock/internal/faultproxy"
+	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -219,4 +221,24 @@ func aclUserClients(tb testing.TB, addrs []string, pw string) []redis.UniversalC
 		cs = append(cs, rc)
 	}
 	return cs
+}
+
+// slowLastNode starts n real redis-server nodes and returns clients that reach every node
+// directly (admin), clients for a Client (nodes) that reach the last node through a
+// faultproxy, built with opts (its Addr set here), and that proxy, which adds no delay until
+// SetDelay. Everything is closed and stopped when the test ends.
+func slowLastNode(t *testing.T, n int, opts redis.Options) (admin, nodes []redis.UniversalClient, slow *faultproxy.Proxy) {
+	t.Helper()
+	cluster := redisproc.StartT(t, n, redisproc.Config{})
+	slow, err := faultproxy.Start(cluster.Addrs()[n-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slow.Close() })
+	nodes = cluster.ClientsT(t)
+	opts.Addr = slow.Addr()
+	rc := redis.NewClient(&opts)
+	t.Cleanup(func() { rc.Close() })
+	nodes[n-1] = rc
+	return cluster.ClientsT(t), nodes, slow
 }

@@ -301,7 +301,7 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 	o := l.c.newQuorumOp(ctx, "release", l.set, nil)
 	// No copy of last: no heal changes it while a release is in flight (heal.go).
 	l.mu.Lock()
-	after := l.last
+	after, placed := l.last, l.placed
 	l.mu.Unlock()
 	ra := releaseArgs{announce: !l.c.cfg.noWakeups, turn: !l.c.cfg.noWakeups}
 	if r := l.reader; r != nil {
@@ -330,9 +330,7 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		// (queue.go).
 		ra.member, ra.ticket, ra.live = l.c.id, l.c.wait.handOff(l.key), queueLive(l.c.cfg.retryDelay).Milliseconds()
 		o.turn = func(node int) { l.c.wake.turnFrom(l.key, l.id, node) }
-		l.mu.Lock()
-		o.tidyNeverSent = l.placed
-		l.mu.Unlock()
+		o.tidyNeverSent = placed
 	} else if len(l.set.keys) > 1 && !l.c.cfg.noWakeups {
 		ra.member = l.c.id // each key's queue: its head is told
 	}

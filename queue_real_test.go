@@ -41,6 +41,20 @@ func queuedOnEvery(ctx context.Context, admin []redis.UniversalClient, key, memb
 	return queuedOn(ctx, admin, key, member) == len(admin)
 }
 
+// acquireInBackground starts c.Acquire(ctx, key, ttl) on a goroutine of its own and returns
+// the channel that gets its Lock (nil, with the error reported, when it failed).
+func acquireInBackground(t *testing.T, ctx context.Context, c *Client, key string, ttl time.Duration) <-chan *Lock {
+	got := make(chan *Lock, 1)
+	go func() {
+		l, err := c.Acquire(ctx, key, ttl)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- l
+	}()
+	return got
+}
+
 // queuedOnQuorum reports whether member has a place in key's queue on a majority of the
 // nodes. That is all a waiter's first refused attempt is sure to leave: once a quorum has
 // refused it, its acquire calls that the transport has not written yet are dropped (an
@@ -585,14 +599,7 @@ func TestRealQueueLeaveAfterKeptCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *Lock, 1)
-	go func() {
-		l, err := b.Acquire(ctx, key, 30*time.Second)
-		if err != nil {
-			t.Error(err)
-		}
-		got <- l
-	}()
+	got := acquireInBackground(t, ctx, b, key, 30*time.Second)
 	testutil.WaitFor(t, 10*time.Second, "B to be queued on every node", func() bool {
 		return queuedOnEvery(ctx, admin, key, b.id)
 	})
@@ -631,17 +638,7 @@ func TestRealQueueLeaveAfterKeptCall(t *testing.T) {
 // liveness runs out (a newcomer's stress run found such places on the slow node after every
 // run with one node 3 ms late).
 func TestRealQueueReleaseWhereNeverSent(t *testing.T) {
-	cluster := redisproc.StartT(t, 3, redisproc.Config{})
-	admin := cluster.ClientsT(t)
-	slow, err := faultproxy.Start(cluster.Addrs()[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { slow.Close() })
-	nodes := cluster.ClientsT(t)
-	rc := redis.NewClient(&redis.Options{Addr: slow.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { rc.Close() })
-	nodes[2] = rc
+	admin, nodes, slow := slowLastNode(t, 3, redis.Options{MaxRetries: -1})
 	ctx := ctxT(t, 30*time.Second)
 	const key = "queue:never-sent"
 	c := newTestClient(t, nodes, WithRetryDelay(time.Minute))
@@ -651,14 +648,7 @@ func TestRealQueueReleaseWhereNeverSent(t *testing.T) {
 			t.Fatal(err)
 		}
 		settle(c)
-		got := make(chan *Lock, 1)
-		go func() {
-			l, err := c.Acquire(ctx, key, 30*time.Second)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- l
-		}()
+		got := acquireInBackground(t, ctx, c, key, 30*time.Second)
 		testutil.WaitFor(t, 10*time.Second, "the second waiter to be queued on every node", func() bool {
 			return queuedOnEvery(ctx, admin, key, c.id)
 		})

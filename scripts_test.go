@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quorumlock/redlock/internal/faultproxy"
 	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
@@ -402,17 +401,7 @@ func TestScriptCacheLost(t *testing.T) {
 // budget, ran out of it on the way, and the key stayed on the node until its TTL (a
 // newcomer saw it about twice in eight runs).
 func TestRealScriptCacheLostOnSlowNode(t *testing.T) {
-	cluster := redisproc.StartT(t, 3, redisproc.Config{})
-	admin := cluster.ClientsT(t)
-	slow, err := faultproxy.Start(cluster.Addrs()[2])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { slow.Close() })
-	nodes := cluster.ClientsT(t)
-	rc := redis.NewClient(&redis.Options{Addr: slow.Addr(), MaxRetries: -1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rc.Close() })
-	nodes[2] = rc
+	admin, nodes, slow := slowLastNode(t, 3, redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
 	c := newTestClient(t, nodes)
 	ctx := ctxT(t, 30*time.Second)
 	for round := range 3 {

@@ -428,10 +428,15 @@ func (h *wakeHub) turnReset(key string) {
 	}
 	clear(s.turnLate)
 	if s.turnCount > 0 || s.turnKicked {
-		clear(s.turnSeen)
-		s.turnIDs = s.turnIDs[:0]
-		s.turnCount, s.turnKicked = 0, false
+		s.clearTurns()
 	}
+}
+
+// clearTurns forgets the turns counted towards the next kick. Called with the hub's mu held.
+func (s *wakeSub) clearTurns() {
+	clear(s.turnSeen)
+	s.turnIDs = s.turnIDs[:0]
+	s.turnCount, s.turnKicked = 0, false
 }
 
 // turnDone settles the turns of key's queued waiter once its attempt is decided. An attempt
@@ -452,9 +457,7 @@ func (h *wakeHub) turnDone(key string, won bool) {
 	s.turnAttempt = s.turnAttempt[:0]
 	if won {
 		clear(s.turnLate)
-		clear(s.turnSeen)
-		s.turnIDs = s.turnIDs[:0]
-		s.turnCount, s.turnKicked = 0, false
+		s.clearTurns()
 		h.mu.Unlock()
 		return
 	}
