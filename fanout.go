@@ -114,13 +114,16 @@ func (o *quorumOp) start() {
 // (lua/queue.lua, qelsewhere; design.md §3.10). Its reply does not count towards the
 // release's quorum (the node was counted as not sent), so nothing waits for it; it is kept
 // in the pending releases, so that the Client's next acquire of the key goes after it.
+// Unlike the release's own calls it may be dropped, as the leave may: a node that stalls
+// drops it unwritten (the place then expires), where a kept call would wait there for the
+// node and hold back the Client's next acquire call to it, which an attempt split between
+// the other nodes then waits for (TestRealHungNodeUnderContention: a 5 s stall).
 func (o *quorumOp) tidy(i int, older []*transport.Call) {
 	var prev *transport.Call
 	if older != nil {
 		prev = older[i]
 	}
 	cl := o.cmd.newCall(0, nil)
-	cl.Keep = true
 	o.c.pending.add(o.rel, i, cl)
 	o.c.sendAfterTo(i, prev, cl)
 }
