@@ -70,6 +70,9 @@ type attemptResult struct {
 	expired bool         // the validity ran out before a quorum agreed
 	left    int64        // the most milliseconds left that a refusing node reported; 0 for none
 	detail  *QuorumError // the error of an attempt that reached the nodes and failed
+	// took: a queued attempt that won, the nodes where it had set the key when it was
+	// decided (wakeHub.turnDone); nil otherwise.
+	took []bool
 }
 
 // outcome is the observer's Outcome of an acquire that ended with err after r.
@@ -199,7 +202,11 @@ func (a *attempt) run(ctx context.Context) (*Lock, attemptResult, error) {
 		if v == won {
 			if Validity(a.ttl, a.start, now, a.c.cfg.driftFactor) > 0 {
 				a.observe(OutcomeOK, now)
-				return a.lock(tokens, now), attemptResult{kind: attemptWon}, nil
+				r := attemptResult{kind: attemptWon}
+				if a.queue != nil {
+					r.took = a.tallies[0].took()
+				}
+				return a.lock(tokens, now), r, nil
 			}
 			cause = errValidityExpired
 			break
@@ -536,7 +543,7 @@ type undoLog struct {
 }
 
 func (u *undoLog) Deliver(ev transport.Event) {
-	if u.queued && ev.Err == nil && ev.Val == 2 {
+	if u.queued && nextWaiterTurn(ev) {
 		u.c.wake.turnFrom(u.key, u.id, ev.Node)
 	}
 	if u.obs != nil && transport.FirstOutcome(ev) {

@@ -41,7 +41,8 @@ type quorumOp struct {
 	// Client's next waiter for the key is the head of the key's queue there.
 	turn func(node int)
 	// tidyNeverSent: a queued release of a lock whose waiter had the Client's place in the
-	// nodes' queue (Lock.placed); see start.
+	// nodes' queue (Lock.placed), or whose Client has another waiter for the key, to whom
+	// the release moves that place; see start.
 	tidyNeverSent bool
 
 	mu       sync.Mutex
@@ -65,8 +66,8 @@ func (c *Client) newQuorumOp(ctx context.Context, op string, set lockKeys, done 
 // release, a node where that call has not been written yet does not count: the call is
 // cancelled instead (our keys will never be there), so a Release still returns only once a
 // quorum of nodes deleted the keys. Such a node gets no call, except when the call was
-// waiting in the node's queue (not refused there for a stalled node) and the lock's waiter
-// had the Client's place in the nodes' queue (o.tidyNeverSent): then the release goes all
+// waiting in the node's queue (not refused there for a stalled node) and the Client's place
+// in the nodes' queue may stand there (o.tidyNeverSent): then the release goes all
 // the same, behind the Client's older release or undo of the key still on its way there,
 // for that place (tidy).
 func (o *quorumOp) start() {
@@ -112,7 +113,12 @@ func (o *quorumOp) start() {
 // On a node where our key is not, the release script takes the place out or moves it to the
 // Client's next waiter, and tells the next head if the place was the head of a free key
 // (lua/queue.lua, qelsewhere; design.md §3.10). Its reply does not count towards the
-// release's quorum (the node was counted as not sent), so nothing waits for it; it is kept
+// release's quorum (the node was counted as not sent), so nothing waits for it, but a 3 (the
+// Client, still queued, is the head of the free key there) is a turn for the Client's next
+// waiter (tidyReply): nobody else tells it. With several waiters of the Client for the key,
+// the place there would otherwise keep the ticket of the waiter before, ahead of other
+// Clients' places that stand behind it elsewhere, and the nodes' queues would disagree on
+// their head with the key free everywhere (TestRealQueueHotKeyRollingLag). It is kept
 // in the pending releases, so that the Client's next acquire of the key goes after it.
 // Unlike the release's own calls it may be dropped, as the leave may: a node that stalls
 // drops it unwritten (the place then expires), where a kept call would wait there for the
@@ -123,21 +129,40 @@ func (o *quorumOp) tidy(i int, older []*transport.Call) {
 	if older != nil {
 		prev = older[i]
 	}
-	cl := o.cmd.newCall(0, nil)
+	cl := o.cmd.newCall(0, tidyReply{o.turn})
 	o.c.pending.add(o.rel, i, cl)
 	o.c.sendAfterTo(i, prev, cl)
 }
 
+// tidyReply hears the reply of a tidying release (quorumOp.tidy): a node where our next
+// waiter is now the head of the free key (release.lua's 3) tells it its turn.
+type tidyReply struct{ turn func(node int) }
+
+func (t tidyReply) Deliver(ev transport.Event) {
+	if t.turn != nil && nextWaiterTurn(ev) {
+		t.turn(ev.Node)
+	}
+}
+
+// nextWaiterTurn reports whether ev, the reply of a queued release or undo (release.lua),
+// says that the Client's next waiter for the key is the head of the key's queue on that
+// node with the key free: 2 where the key was ours and deleted, 3 where it was not ours.
+func nextWaiterTurn(ev transport.Event) bool {
+	return ev.Err == nil && (ev.Val == 2 || ev.Val == 3)
+}
+
 func (o *quorumOp) Deliver(ev transport.Event) {
+	// Our next waiter is the head there now (2: the key deleted; 3: it was not ours there),
+	// also when the node answered after its timeout: nobody else is told that turn.
+	if o.turn != nil && nextWaiterTurn(ev) {
+		o.turn(ev.Node)
+	}
 	if ev.Out == transport.Late {
 		return // counted already as a timeout
 	}
 	i := ev.Node
 	ok := ev.Val == 1 || (o.release && ev.Val == 2) // release.lua: 2 is 1 with our waiter first in the queue
 	notOurs := ev.Out == transport.Replied && ev.Err == nil && !ok
-	if ev.Err == nil && ev.Val == 2 && o.turn != nil {
-		o.turn(i)
-	}
 	o.mu.Lock()
 	if o.answered[i] {
 		o.mu.Unlock()

@@ -634,6 +634,16 @@ func TestRefusedQueuedAttemptKeepsItsCalls(t *testing.T) {
 		s.SetTTL(testKey, time.Hour)
 	}
 	c.cfg.retryDelay = time.Minute // one attempt within the test
+	// The turn channel listens before the Acquire: else it may become active while the
+	// attempt runs, and the head's catch-up attempt (wakeHub.turnSubscribed) reaches node 2
+	// a second time.
+	c.wake.subscribe("warm-up", true)
+	defer c.wake.unsubscribe("warm-up")
+	testutil.WaitFor(t, 10*time.Second, "the turn channel", func() bool {
+		c.wake.mu.Lock()
+		defer c.wake.mu.Unlock()
+		return c.wake.turnActive
+	})
 	actx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {

@@ -330,7 +330,9 @@ func (l *Lock) send(ctx context.Context, byClose bool) error {
 		// (queue.go).
 		ra.member, ra.ticket, ra.live = l.c.id, l.c.wait.handOff(l.key), queueLive(l.c.cfg.retryDelay).Milliseconds()
 		o.turn = func(node int) { l.c.wake.turnFrom(l.key, l.id, node) }
-		o.tidyNeverSent = placed
+		// The place may stand where the acquire never landed for the next waiter too (moved
+		// to its ticket by the previous release), with that release's ticket there.
+		o.tidyNeverSent = placed || ra.ticket != 0
 	} else if len(l.set.keys) > 1 && !l.c.cfg.noWakeups {
 		ra.member = l.c.id // each key's queue: its head is told
 	}

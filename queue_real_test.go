@@ -470,17 +470,46 @@ func TestRealQueueReleaseWhereRefused(t *testing.T) {
 	}
 }
 
-// TestRealQueueHotKeyRollingLag: eight Clients (eight processes, as far as the nodes can
-// tell) loop Acquire / hold 2 ms / Release on one key for 5 s through proxies that delay
-// two of the five nodes by 3 ms each way, a different pair every 30 ms, with a retry delay
-// of a minute: every handoff must come from the nodes telling the next waiter its turn.
-// No gap between two acquisitions may reach 2 s, and no two holders may overlap. Before,
-// handoffs stalled for the retry pause in most runs: the first attempt of a waiter, refused
+// TestRealQueueHotKeyRollingLag: Clients (processes, as far as the nodes can tell) loop
+// Acquire / hold 2 ms / Release on one key for 4 s through proxies that delay two of the five
+// nodes, a different pair every period, with a retry delay of a minute: every handoff must
+// come from the nodes telling the next waiter its turn. No gap between two acquisitions may
+// reach 2 s, and no two holders may overlap.
+//
+// Eight Clients of one goroutine each, 3 ms each way, a new pair every 30 ms: before,
+// handoffs stalled for the retry pause in most runs. The first attempt of a waiter, refused
 // by a quorum, dropped its call to a slow node (queued behind its own release there), so the
 // queues disagreed on their head and nobody was told its turn by a quorum; and a head whose
 // attempt, kicked by a release's turns from the fast nodes, failed because the slow nodes
 // had not applied that release yet dropped their turns as no news.
+//
+// Several goroutines per Client, 40 and 100 ms each way, a new pair every 100 ms: before,
+// a stall until the end of the run in most runs, in three ways, each a turn of the Client's
+// next waiter that nobody counted. The turns of a release that had kicked an attempt which
+// then won were dropped as no news also from the nodes where that attempt never took the
+// key (wakeHub.turnDone). A release's reply of 2 that came after the node timeout was
+// dropped with the late reply (quorumOp.Deliver). And a release sent nothing to a node where
+// its acquire had never been written, so the Client's place there kept the ticket of the
+// waiter before, ahead of other Clients' places that stood behind it elsewhere: the nodes'
+// queues disagreed on their head, with every key free (quorumOp.tidy, qelsewhere's reply 3).
 func TestRealQueueHotKeyRollingLag(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		clients, goroutines int
+		lag, period         time.Duration
+	}{
+		{"8x1-3ms", 8, 1, 3 * time.Millisecond, 30 * time.Millisecond},
+		{"2x4-40ms", 2, 4, 40 * time.Millisecond, 100 * time.Millisecond},
+		{"4x4-100ms", 4, 4, 100 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rollingLag(t, tc.clients, tc.goroutines, tc.lag, tc.period)
+		})
+	}
+}
+
+// rollingLag is one case of TestRealQueueHotKeyRollingLag.
+func rollingLag(t *testing.T, clients, goroutines int, lag, period time.Duration) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	proxies := make([]*faultproxy.Proxy, 5)
 	for i, a := range cluster.Addrs() {
@@ -492,32 +521,32 @@ func TestRealQueueHotKeyRollingLag(t *testing.T) {
 		t.Cleanup(func() { p.Close() })
 	}
 	const key = "queue:rolling-lag"
-	clients := make([]*Client, 8)
-	for i := range clients {
+	cs := make([]*Client, clients)
+	for i := range cs {
 		nodes := make([]redis.UniversalClient, len(proxies))
 		for j, p := range proxies {
 			rc := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 			t.Cleanup(func() { rc.Close() })
 			nodes[j] = rc
 		}
-		clients[i] = newTestClient(t, nodes, WithRetryDelay(time.Minute))
+		cs[i] = newTestClient(t, nodes, WithRetryDelay(time.Minute))
 	}
-	const run = 5 * time.Second // before, the stall came 0.5-5.6 s into the run
+	const run = 4 * time.Second // before, the stalls came 0.1-4.4 s into the run
 	ctx, cancel := context.WithTimeout(ctxT(t, 60*time.Second), run)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Go(func() { // the lag moves on every 30 ms
+	wg.Go(func() { // the lag moves on every period
 		for i := 0; ctx.Err() == nil; i++ {
 			for j, p := range proxies {
 				d := time.Duration(0)
 				if j == i%5 || j == (i+2)%5 {
-					d = 3 * time.Millisecond
+					d = lag
 				}
 				p.SetDelay(d, d)
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(30 * time.Millisecond):
+			case <-time.After(period):
 			}
 		}
 	})
@@ -525,27 +554,29 @@ func TestRealQueueHotKeyRollingLag(t *testing.T) {
 	var stamps []time.Time
 	var inside atomic.Int32
 	var overlaps atomic.Int32
-	for _, c := range clients {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				l, err := c.Acquire(ctx, key, 10*time.Second)
-				if err != nil {
-					if ctx.Err() == nil {
-						t.Errorf("Acquire: %v", err)
+	for _, c := range cs {
+		for range goroutines {
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					l, err := c.Acquire(ctx, key, 10*time.Second)
+					if err != nil {
+						if ctx.Err() == nil {
+							t.Errorf("Acquire: %v", err)
+						}
+						return
 					}
-					return
+					if inside.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					mu.Lock()
+					stamps = append(stamps, time.Now())
+					mu.Unlock()
+					time.Sleep(2 * time.Millisecond)
+					inside.Add(-1)
+					_ = l.Release(context.Background()) // a slow node may answer after the node timeout
 				}
-				if inside.Add(1) != 1 {
-					overlaps.Add(1)
-				}
-				mu.Lock()
-				stamps = append(stamps, time.Now())
-				mu.Unlock()
-				time.Sleep(2 * time.Millisecond)
-				inside.Add(-1)
-				_ = l.Release(context.Background()) // a slow node may answer after the node timeout
-			}
-		})
+			})
+		}
 	}
 	start := time.Now()
 	wg.Wait()

@@ -280,17 +280,19 @@ func queueCases(t *testing.T, rc redis.UniversalClient) {
 // or moved to the ticket of the Client's next waiter, and when that place was the head of a
 // free key, the next waiter is told its turn with the release's holder id. An undo (the
 // place's own ticket), a Client without a place, or a key that someone holds tells nobody.
-// The reply is 0 throughout: the key was not ours here.
+// The reply is 0 (the key was not ours here), or 3 when the Client, still queued, is the
+// head of the free key: its own next waiter's turn, which nobody else is told (an undo's or
+// a release's that landed where the acquire never did).
 func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 	rc.FlushAll(context.Background())
 	s := newQueueScript(t, rc, "queue:elsewhere")
 	next := s.turns("B", "C")
 	id := func(c string, n int) string { return fmt.Sprintf("%s%031d", c, n) }
-	release := func(what, member, holder string, ticket int64, announce bool) {
+	release := func(what, member, holder string, ticket int64, announce bool, want int64) {
 		t.Helper()
 		ra := releaseArgs{announce: announce, turn: true, member: member, ticket: ticket, live: s.live}
-		if v, err := newReleaseCommand(s.set, holder, ra).run(s.ctx, rc); err != nil || v != 0 {
-			t.Fatalf("%s: %d, %v; want 0 (not our key here)", what, v, err)
+		if v, err := newReleaseCommand(s.set, holder, ra).run(s.ctx, rc); err != nil || v != want {
+			t.Fatalf("%s: %d, %v; want %d (not our key here)", what, v, err, want)
 		}
 	}
 	// A holds the key elsewhere; here its acquire was refused behind the holder before it, so
@@ -303,7 +305,7 @@ func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 	s.wantMembers("A, B and C queued behind H", "A", "B", "C")
 
 	// A's release with no other waiter: its place goes, and B, the head now, is told.
-	release("A's release", "A", id("A", 1), 0, true)
+	release("A's release", "A", id("A", 1), 0, true, 0)
 	s.wantMembers("A's place gone", "B", "C")
 	if m := next(); m.Channel != turnChannel("B") || m.Payload != id("A", 1)+s.key {
 		t.Fatalf("turn message %q on %q, want A's holder id and the key on B's channel", m.Payload, m.Channel)
@@ -312,14 +314,21 @@ func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 		t.Fatal("A's liveness left in the waiters hash")
 	}
 	// An undo here (the place's own ticket) and a release by a Client with no place change
-	// nothing and tell nobody: the next message is the one after them.
-	release("B's undo", "B", id("B", 2), 200, false)
-	release("D's release", "D", id("D", 1), 0, true)
-	release("E's release with another waiter", "E", id("E", 1), 500, true)
+	// nothing and tell nobody: the next message is the one after them. B is the head of the
+	// free key, so B's undo says so (3); a release of B's whose next waiter keeps B ahead of C
+	// moves B's place and says so too.
+	release("B's undo", "B", id("B", 2), 200, false, 3)
+	release("D's release", "D", id("D", 1), 0, true, 0)
+	release("E's release with another waiter", "E", id("E", 1), 500, true, 0)
 	s.wantMembers("after an undo and releases without a place", "B", "C")
+	release("B's release with a waiter still ahead of C", "B", id("B", 5), 250, true, 3)
+	s.wantMembers("B's place moved, still ahead of C", "B", "C")
+	if score := rc.ZScore(s.ctx, s.q.queue, "B").Val(); score != 250 {
+		t.Fatalf("B's ticket here %v, want its next waiter's, 250", score)
+	}
 	// B releases with another waiter of its own behind C: its place moves there, and C, the
 	// head now, is told.
-	release("B's release with another waiter", "B", id("B", 3), 400, true)
+	release("B's release with another waiter", "B", id("B", 3), 400, true, 0)
 	s.wantMembers("B's place moved behind C", "C", "B")
 	if m := next(); m.Channel != turnChannel("C") || m.Payload != id("B", 3)+s.key {
 		t.Fatalf("turn message %q on %q, want B's holder id on C's channel (nothing for the undo)", m.Payload, m.Channel)
@@ -330,7 +339,7 @@ func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 		layout: SlotCounters}).run(s.ctx, rc); tok <= 0 {
 		t.Fatal("TryAcquire of a free key refused")
 	}
-	release("C's release while T holds", "C", id("C", 2), 0, true)
+	release("C's release while T holds", "C", id("C", 2), 0, true, 0)
 	s.wantMembers("C's place gone", "B")
 	if v := s.release("T", id("T", 1), 0, true); v != 1 {
 		t.Fatalf("T's release: %d, want 1", v)
@@ -339,7 +348,7 @@ func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 		t.Fatalf("turn message %q on %q, want T's release on B's channel (nothing for C's)", m.Payload, m.Channel)
 	}
 	// The last place goes with the queue.
-	release("B's release", "B", id("B", 4), 0, true)
+	release("B's release", "B", id("B", 4), 0, true, 0)
 	if n := rc.Exists(s.ctx, s.q.queue, s.q.waiters).Val(); n != 0 {
 		t.Fatalf("the last place gone, %d queue keys left", n)
 	}

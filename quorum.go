@@ -69,6 +69,15 @@ func (t *acquireTally) acquired(i int, c int64) (raise bool) {
 	return false
 }
 
+// took returns, per node, whether our key was set there (its counter raised or not).
+func (t *acquireTally) took() []bool {
+	took := make([]bool, len(t.state))
+	for i, s := range t.state {
+		took[i] = s == stateAcquired || s == stateRaising || s == stateRaised
+	}
+	return took
+}
+
 // refused records that node i did not set our key (held by another holder).
 func (t *acquireTally) refused(i int) { t.state[i] = stateRefused }
 

@@ -110,16 +110,18 @@ type wakeSub struct {
 	// began, that it is the head of the key's queue there and the key is free (turnFrom),
 	// and the releases (holder ids) they came from; turnStamp is the hub stamp of the last
 	// time they made a quorum. turnUsed holds the last releases whose turns made a quorum:
-	// their later turns (the slower nodes') are no news to the attempt they started.
-	// turnAttempt holds those of the attempt in flight (from turnReset to turnDone), and
-	// turnLate the nodes whose turns of them came meanwhile: if that attempt fails, the
-	// release reached those nodes after it did, and they count after all.
+	// their later turns (the slower nodes') are no news to the attempt they started, nor,
+	// once that attempt has won, where it took the key. turnAttempt holds those of the
+	// attempt in flight (from turnReset to turnDone), and turnLate the nodes whose turns of
+	// them came meanwhile: if that attempt fails, the release reached those nodes after it
+	// did, and they count after all; if it wins, those of the nodes where it did not take
+	// the key count.
 	turnSeen    []bool
 	turnCount   int
 	turnIDs     []string
 	turnKicked  bool
 	turnStamp   uint64
-	turnUsed    []string // at most wakeHeard, newest last
+	turnUsed    []usedTurn // at most wakeHeard, newest last
 	turnAttempt []string
 	turnLate    []bool
 	// crowded: a woken attempt on the key lost to another contender lately, so several
@@ -349,6 +351,38 @@ func (h *wakeHub) heardFrom(key, id string, node int) {
 	h.waiters.kick(key, false, single, true)
 }
 
+// usedTurn is a release whose turns made a quorum and kicked an attempt (wakeSub.turnUsed).
+// took is nil until that attempt has won, and then has the nodes where it took the key: the
+// release's turns from the other nodes are news to the next waiter here, since the attempt
+// changed nothing there (its call was refused before the release came, or never written, or
+// not answered yet when it won). They are fewer than a quorum, since the attempt won on a
+// quorum, so they cannot kick a waiter alone while the lock is held.
+type usedTurn struct {
+	id   string
+	took []bool
+}
+
+// usedTurnOf returns s's record of the release id among the used ones, or nil.
+func (s *wakeSub) usedTurnOf(id string) *usedTurn {
+	for i := range s.turnUsed {
+		if s.turnUsed[i].id == id {
+			return &s.turnUsed[i]
+		}
+	}
+	return nil
+}
+
+// countTurnLocked counts node's turn towards the next kick. Called with the hub's mu held.
+func (s *wakeSub) countTurnLocked(node, nodes int) {
+	if s.turnSeen == nil {
+		s.turnSeen = make([]bool, nodes)
+	}
+	if !s.turnSeen[node] {
+		s.turnSeen[node] = true
+		s.turnCount++
+	}
+}
+
 // turnFrom records that node has told this Client's queued waiter for key that it is the
 // head of the key's queue there, with the key free, after the release (or undo, or leave)
 // id: a message on the turn channel, or the reply of our own release or undo. Once a
@@ -366,23 +400,22 @@ func (h *wakeHub) turnFrom(key, id string, node int) {
 		h.mu.Unlock()
 		return
 	}
-	if slices.Contains(s.turnUsed, id) {
-		if slices.Contains(s.turnAttempt, id) {
+	if u := s.usedTurnOf(id); u != nil {
+		switch {
+		case slices.Contains(s.turnAttempt, id):
 			if s.turnLate == nil {
 				s.turnLate = make([]bool, len(h.nodes))
 			}
 			s.turnLate[node] = true
+			h.mu.Unlock()
+			return
+		case u.took == nil || u.took[node]:
+			h.mu.Unlock()
+			return
 		}
-		h.mu.Unlock()
-		return
+		// The attempt it kicked won without taking the key here: news to the next waiter.
 	}
-	if s.turnSeen == nil {
-		s.turnSeen = make([]bool, len(h.nodes))
-	}
-	if !s.turnSeen[node] {
-		s.turnSeen[node] = true
-		s.turnCount++
-	}
+	s.countTurnLocked(node, len(h.nodes))
 	if !slices.Contains(s.turnIDs, id) {
 		s.turnIDs = append(s.turnIDs, id)
 	}
@@ -398,13 +431,14 @@ func (h *wakeHub) turnKickLocked(key string, s *wakeSub) {
 	}
 	s.turnKicked = true
 	for _, used := range s.turnIDs {
-		if slices.Contains(s.turnUsed, used) {
+		if u := s.usedTurnOf(used); u != nil {
+			u.took = nil // the attempt it kicks now answers for it everywhere
 			continue
 		}
 		if len(s.turnUsed) == wakeHeard {
 			s.turnUsed = append(s.turnUsed[:0], s.turnUsed[1:]...)
 		}
-		s.turnUsed = append(s.turnUsed, used)
+		s.turnUsed = append(s.turnUsed, usedTurn{id: used})
 	}
 	h.stamp++
 	s.turnStamp = h.stamp
@@ -442,11 +476,14 @@ func (s *wakeSub) clearTurns() {
 // turnDone settles the turns of key's queued waiter once its attempt is decided. An attempt
 // that won took the key: what was counted while it ran is spent, and the count starts afresh
 // for the next waiter here; a kick left standing would swallow the turns of this lock's own
-// release until that waiter's next attempt, a retry pause away. An attempt that failed frees
-// the releases that kicked it: their turns that came from the slower nodes while it ran
-// (turnLate) count now, and so do their later ones, since the release reached those nodes
-// after the attempt did; with the undos' turns they may make a quorum at once.
-func (h *wakeHub) turnDone(key string, won bool) {
+// release until that waiter's next attempt, a retry pause away. But the releases that kicked
+// it remember where it took the key (took, per node; nil for every node): their turns from
+// the other nodes, those that came while it ran (turnLate) and those still to come, are the
+// next waiter's (usedTurn). An attempt that failed frees the releases that kicked it: their
+// turns that came from the slower nodes while it ran count now, and so do their later ones,
+// since the release reached those nodes after the attempt did; with the undos' turns they
+// may make a quorum at once.
+func (h *wakeHub) turnDone(key string, won bool, took []bool) {
 	h.mu.Lock()
 	s := h.subs[key]
 	if s == nil || !s.turn {
@@ -456,24 +493,23 @@ func (h *wakeHub) turnDone(key string, won bool) {
 	ids := s.turnAttempt
 	s.turnAttempt = s.turnAttempt[:0]
 	if won {
-		clear(s.turnLate)
 		s.clearTurns()
-		h.mu.Unlock()
-		return
+		for _, id := range ids {
+			if u := s.usedTurnOf(id); u != nil {
+				u.took = append(u.took[:0], took...)
+				if took == nil {
+					u.took = nil
+				}
+			}
+		}
+	} else {
+		s.turnUsed = slices.DeleteFunc(s.turnUsed, func(u usedTurn) bool { return slices.Contains(ids, u.id) })
 	}
-	s.turnUsed = slices.DeleteFunc(s.turnUsed, func(id string) bool { return slices.Contains(ids, id) })
 	late := false
 	for node, l := range s.turnLate {
-		if !l {
-			continue
-		}
-		late = true
-		if s.turnSeen == nil {
-			s.turnSeen = make([]bool, len(h.nodes))
-		}
-		if !s.turnSeen[node] {
-			s.turnSeen[node] = true
-			s.turnCount++
+		if l && (!won || took != nil && !took[node]) {
+			late = true
+			s.countTurnLocked(node, len(h.nodes))
 		}
 	}
 	clear(s.turnLate)

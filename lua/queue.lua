@@ -140,41 +140,45 @@ local function qhandoff(queue, waiters, key, id, prefix, member, ticket, live)
 end
 
 -- qelsewhere is qhandoff's counterpart on a node where the releasing Client's key is not: its
--- acquire was refused here (the release before it had not come yet, say) while it won on a
--- quorum elsewhere, or the key expired here. No qtaken took the Client's place out here, so
--- the release brings that place to what it is on the other nodes: gone with ticket '0', moved
--- with any other ticket; with '', or with the ticket it has already (an undo's), nothing
--- changes. When the place was the head and the key is free here, the next waiter is told its
--- turn, with id .. key as the nodes where the key was deleted tell it. Without this, the
--- place stayed at the head until its liveness ran out or a later attempt found the grace
--- passed, and each acquire in the meantime was refused here.
+-- acquire was refused here (the release before it had not come yet, say) or never written
+-- here, while it won on a quorum elsewhere, or the key expired here. No qtaken took the
+-- Client's place out here, so the release brings that place to what it is on the other
+-- nodes: gone with ticket '0', moved with any other ticket; with '', nothing changes, and with
+-- the ticket it has already (an undo's) only the turn below is looked at. When the place was
+-- the head and the key is free here, the next waiter is told its turn, with id .. key as the
+-- nodes where the key was deleted tell it. Without this, the place stayed at the head until
+-- its liveness ran out or a later attempt found the grace passed, and each acquire in the
+-- meantime was refused here. Returns true when the Client stays queued here and is the head
+-- of the free key: its next waiter's turn has come here, and nobody else is told (the caller
+-- replies 3, so that the Client counts it as qhandoff's 2).
 local function qelsewhere(queue, waiters, key, id, prefix, member, ticket, live)
   if ticket == '' then
-    return
+    return false
   end
   local head = redis.call('ZRANGE', queue, 0, 0)[1]
   if not head then
-    return -- no queue here
+    return false -- no queue here
   end
   local now
   if ticket == '0' then
     if qleave(queue, waiters, member) == 0 then
-      return
+      return false
     end
-  else
-    if redis.call('ZADD', queue, 'XX', 'CH', ticket, member) == 0 then
-      return -- not queued here, or queued with this ticket already
-    end
+  elseif redis.call('ZADD', queue, 'XX', 'CH', ticket, member) == 1 then
     now = qnow()
     qjoin(queue, waiters, member, ticket, live, now)
   end
-  if head ~= member or prefix == '' or redis.call('EXISTS', key) == 1 then
-    return
+  if prefix == '' or redis.call('EXISTS', key) == 1 then
+    return false
   end
   now = now or qnow()
   local next = qhead(queue, waiters, now)
-  if next and next ~= member then
+  if next and next == member then
+    return true
+  end
+  if next and head == member then
     redis.call('HSET', waiters, '', now)
     redis.call('PUBLISH', prefix .. next, id .. key)
   end
+  return false
 end

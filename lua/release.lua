@@ -19,7 +19,9 @@
 -- Returns 1 when our key was deleted, 2 when it was deleted and the releasing Client's next
 -- waiter may take the key now (it is the head of the queue, or nobody is queued), 0 when the
 -- key is absent or belongs to another holder; the Client's place in the queue is then brought
--- in line with the other nodes' all the same (qelsewhere). The fence
+-- in line with the other nodes' all the same (qelsewhere), and the reply is 3 instead of 0
+-- when the key is free here and the Client, still queued, is the head: its next waiter's turn
+-- (a release's or an undo's where our key is not: nothing was deleted). The fence
 -- counter is never touched. The PUBLISH goes through redis.pcall (and the queue's work
 -- through pcall), so a user whose ACL forbids the command or the channel still releases:
 -- the error is dropped and the reply is 1 all the same. The message carries the released
@@ -38,6 +40,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return n
 end
 if KEYS[3] then
-  pcall(qelsewhere, KEYS[2], KEYS[3], KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+  local ok, turn = pcall(qelsewhere, KEYS[2], KEYS[3], KEYS[1], ARGV[1], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+  if ok and turn then
+    return 3
+  end
 end
 return 0
