@@ -174,6 +174,9 @@ func (t *turn) retry(ctx context.Context, ttl time.Duration) (*Lock, attemptResu
 			return nil, attemptResult{kind: attemptFailed}, attempts, ErrClosed
 		}
 		mark := t.mark()
+		if t.w != nil {
+			t.w.mark, t.w.marked = mark, true // a heir, should we give up now (waitQueues.leave)
+		}
 		attempts++
 		var l *Lock
 		var r attemptResult

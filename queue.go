@@ -115,19 +115,27 @@ func (c *Client) newQueueArgs(key string, ticket int64) *queueArgs {
 // it goes behind this Client's last release or undo of the key still on its way there, and
 // so behind the acquire call that undo follows (a refused queued attempt's call to a slow
 // node, which is kept: attempt.fail): else that call could land after the leave and put the
-// place back.
+// place back. It is kept in the pending releases of the key, so that this Client's next
+// acquire of the key goes after it on each node: else a new Acquire right after the one that
+// gave up could queue the Client on a node before the leave landed there and took that new
+// place out, and the nodes' queues would disagree on their head with nobody told its turn.
 func (c *Client) leaveQueue(qa *queueArgs, key string) {
 	if c.begin() != nil {
 		return // closed: the places expire
 	}
 	defer c.end()
 	cmd := newLeaveCommand(key, qa.keys, c.id, newHolderID())
-	after := c.pending.after([]string{key})
+	keys := []string{key}
+	after := c.pending.after(keys)
+	rel := c.pending.begin(keys, len(c.nodes))
+	defer c.pending.end(rel)
 	for i := range c.nodes {
 		var prev *transport.Call
 		if after != nil {
 			prev = after[i]
 		}
-		c.sendAfterTo(i, prev, cmd.newCall(0, nil))
+		cl := cmd.newCall(0, nil)
+		c.pending.add(rel, i, cl)
+		c.sendAfterTo(i, prev, cl)
 	}
 }

@@ -62,6 +62,12 @@ type waiter struct {
 	poke    chan struct{} // buffered 1: "you are the head now" or "released: try now"
 	kicked  bool          // a release happened since the head's last attempt; guarded by mu
 	catchUp bool          // the kick is only a subscription's catch-up (wakeHub.subscribed)
+	// heir: the head before this one gave up (leave) having taken the hub's stamp heirMark
+	// before its last attempt; this waiter, head now, takes that stamp as its own mark, so
+	// that a release or turn the other one never acted on still makes it try at once.
+	// Guarded by mu.
+	heir     bool
+	heirMark uint64
 
 	// Owned by the Acquire call: the wake hub's stamp taken before its last attempt, so that
 	// a release announced between that attempt and the wait is not missed (wakeHub.since).
@@ -132,6 +138,14 @@ func (q *waitQueues) head(key string, w *waiter) (isHead, kicked, release bool) 
 	return true, kicked, release
 }
 
+// inherited returns the mark that w, head now, inherits from the head before it (leave), if
+// any.
+func (q *waitQueues) inherited(w *waiter) (mark uint64, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return w.heirMark, w.heir
+}
+
 // first reports whether w is the first waiter for key.
 func (q *waitQueues) first(key string, w *waiter) bool {
 	q.mu.Lock()
@@ -193,7 +207,17 @@ func (q *waitQueues) leave(set lockKeys, key string, w *waiter) (empty, placed b
 		}
 		l = append(l[:i], l[i+1:]...)
 		if i == 0 && len(l) > 0 {
-			pokeWaiter(l[0])
+			// The next waiter is the head now, and inherits what this one had not acted on:
+			// a kick it had not taken, and the mark of its last attempt (leave is called by
+			// w's own Acquire, which owns w.mark).
+			next := l[0]
+			if w.kicked {
+				next.kicked, next.catchUp = true, w.catchUp
+			}
+			if w.marked {
+				next.heir, next.heirMark = true, w.mark
+			}
+			pokeWaiter(next)
 		}
 		break
 	}
@@ -321,8 +345,14 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, key string, w *wait
 		}
 		if !w.marked {
 			// Head now without an attempt of our own: the events before this moment were the
-			// previous head's to act on.
-			w.mark, w.marked = c.wake.mark(), true
+			// previous head's to act on, unless it gave up without acting on them (it took
+			// its mark before its last attempt: we take that one).
+			if m, ok := c.wait.inherited(w); ok {
+				w.mark = m
+			} else {
+				w.mark = c.wake.mark()
+			}
+			w.marked = true
 		}
 		if c.heardSince(set, w.mark, queued) {
 			w.woken = true

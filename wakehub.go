@@ -70,7 +70,8 @@ type wakeHub struct {
 	turnSubs   int                 // subs with turn set
 	turnWanted bool                // the turn channel is to be subscribed: turnSubs > 0, or lingering
 	turnIdle   time.Time           // when turnSubs last fell to 0
-	turnActive bool                // a node has confirmed the turn channel's SUBSCRIBE since it was wanted
+	turnActive bool                // a quorum of nodes has confirmed the turn channel's SUBSCRIBE since it was wanted
+	turnListen []bool              // per node, whether it has confirmed that SUBSCRIBE since it was wanted
 	gen        *wakeGen            // the subscription connections and their goroutines; nil while none is needed
 	idleSince  time.Time           // when the last channel went (zero while one is wanted)
 	closed     bool
@@ -583,11 +584,29 @@ func (h *wakeHub) subscribed(key string, node int) {
 	}
 }
 
-// turnSubscribed records that the turn channel became active on a node: the heads of the
-// queued keys that were waiting before it was try once more, as subscribed does for a key.
-func (h *wakeHub) turnSubscribed() {
+// turnSubscribed records that the turn channel became active on node: once a quorum of nodes
+// listens, the heads of the queued keys that were waiting before try once more, as
+// subscribed does for a key. Not at the first node: a turn told by the others before they
+// listened was lost, and a head that had its catch-up attempt by then waited its retry
+// pause, with the key free and itself the head on every node (a newcomer's stress run, at
+// its start).
+func (h *wakeHub) turnSubscribed(node int) {
 	h.mu.Lock()
-	h.turnActive = h.turnWanted
+	if h.turnListen == nil {
+		h.turnListen = make([]bool, len(h.nodes))
+	}
+	h.turnListen[node] = true
+	n := 0
+	for _, l := range h.turnListen {
+		if l {
+			n++
+		}
+	}
+	if n < h.quorum || !h.turnWanted {
+		h.mu.Unlock()
+		return
+	}
+	h.turnActive = true
 	var keys []string
 	for k, s := range h.subs {
 		if s.turn && !s.caught {
@@ -696,6 +715,7 @@ func (h *wakeHub) sweepOnce(g *wakeGen) bool {
 	}
 	if h.turnWanted && h.turnSubs == 0 && now.Sub(h.turnIdle) >= h.turnLinger {
 		h.turnWanted, h.turnActive = false, false
+		clear(h.turnListen)
 		dropped = true
 	}
 	if dropped {
@@ -859,7 +879,7 @@ func (h *wakeHub) dispatch(msg any, i int) {
 		switch {
 		case m.Kind != "subscribe":
 		case m.Channel == h.turnCh:
-			h.turnSubscribed()
+			h.turnSubscribed(i)
 		default:
 			if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {
 				h.subscribed(key, i)
