@@ -73,6 +73,8 @@ type attemptResult struct {
 	// took: a queued attempt that won, the nodes where it had set the key when it was
 	// decided (wakeHub.turnDone); nil otherwise.
 	took []bool
+	// cancelled: the caller's context ended the attempt before it was decided.
+	cancelled bool
 }
 
 // outcome is the observer's Outcome of an acquire that ended with err after r.
@@ -234,7 +236,7 @@ func (a *attempt) run(ctx context.Context) (*Lock, attemptResult, error) {
 	}
 	err := a.fail(ctx, cause)
 	r := attemptResult{kind: attemptOverloaded, ahead: max(a.ahead, 0), refused: a.held || a.notOurs,
-		expired: cause == errValidityExpired, left: a.left, detail: err}
+		expired: cause == errValidityExpired, left: a.left, detail: err, cancelled: cause != nil && cause == ctx.Err()}
 	if a.held {
 		r.kind = attemptContended
 	}

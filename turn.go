@@ -120,7 +120,7 @@ func (t *turn) tried(woken bool, r attemptResult) {
 		if r.detail != nil {
 			t.c.wait.place(t.key)
 		}
-		t.c.wake.turnDone(t.set.keys[0], r.kind == attemptWon, r.took)
+		t.c.wake.turnDone(t.set.keys[0], r.kind == attemptWon, r.took, r.cancelled)
 	}
 	switch {
 	case woken && r.kind == attemptWon:

@@ -125,7 +125,8 @@ func TestCrowdedKey(t *testing.T) {
 // while it runs and after it won, where it took the key, but count once it failed (the
 // release reached those nodes after the attempt did), and after it won from the nodes where
 // it did not take the key (a stall in 3 of 4 runs of 2 Clients × 4 goroutines with two
-// nodes of five 40 ms late, before).
+// nodes of five 40 ms late, before). An attempt that its caller's context ended gives back
+// the turns it began with.
 func TestTurnCounting(t *testing.T) {
 	_, clients := miniNodes(t, 5)
 	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
@@ -149,7 +150,7 @@ func TestTurnCounting(t *testing.T) {
 	m := attempt()
 	turns("r1", 0, 1, 2)
 	kicked("a quorum of turns during an attempt", m, true)
-	h.turnDone(testKey, true, nil)
+	h.turnDone(testKey, true, nil, false)
 	m = h.mark()
 	turns("r1", 3, 4) // r1's late turns: no news
 	kicked("the late turns of the release that kicked the won attempt", m, false)
@@ -158,13 +159,13 @@ func TestTurnCounting(t *testing.T) {
 
 	// Kicked by r2 on three nodes, the attempt fails: r2 reached nodes 3 and 4 after it.
 	m = attempt()
-	h.turnDone(testKey, true, nil) // the "own" kick's attempt, won
+	h.turnDone(testKey, true, nil, false) // the "own" kick's attempt, won
 	turns("r2", 0, 1, 2)
 	kicked("r2's quorum", m, true)
 	m = attempt()
 	turns("r2", 3) // late, while the attempt runs: dropped for now
 	kicked("r2's late turn during the attempt it kicked", m, false)
-	h.turnDone(testKey, false, nil)
+	h.turnDone(testKey, false, nil, false)
 	kicked("one late turn after the failure", m, false)
 	turns("r2", 4)                                    // after the failure, r2 counts again
 	turns("undo", 0)                                  // our undo tells us our turn on node 0
@@ -176,16 +177,27 @@ func TestTurnCounting(t *testing.T) {
 	// answered). r3's turns from nodes 2 and 4 are the next waiter's, since the attempt
 	// changed nothing there; those from the nodes it took are no news.
 	m = attempt()
-	h.turnDone(testKey, true, nil)
+	h.turnDone(testKey, true, nil, false)
 	turns("r3", 0, 1, 3)
 	kicked("r3's quorum", m, true)
 	m = attempt()
 	turns("r3", 2)
-	h.turnDone(testKey, true, []bool{true, true, false, true, false})
+	h.turnDone(testKey, true, []bool{true, true, false, true, false}, false)
 	turns("r3", 0, 3, 4)
 	kicked("r3's turns where the won attempt did not take the key: two nodes", m, false)
 	turns("own2", 1) // the winner's release, on a node where it deleted the key
 	kicked("r3's turns from nodes 2 and 4 with the release's from node 1", m, true)
+
+	// An attempt kicked by those turns ends with its caller's context before any node
+	// answered: it answered for nothing, and the turns it began with count again, so the
+	// Client's next waiter is kicked at once. One that the nodes answered and refused does
+	// not give them back.
+	m = attempt()
+	h.turnDone(testKey, false, nil, true)
+	kicked("the turns of an attempt its context ended", m, true)
+	m = attempt()
+	h.turnDone(testKey, false, nil, false)
+	kicked("the turns of a refused attempt", m, false)
 }
 
 // TestWaitQueuePlaced: the last waiter of a key to leave learns whether some waiter of it

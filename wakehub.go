@@ -125,6 +125,7 @@ type wakeSub struct {
 	turnUsed    []usedTurn // at most wakeHeard, newest last
 	turnAttempt []string
 	turnLate    []bool
+	turnBefore  []bool // the nodes counted when the attempt in flight began (turnReset)
 	// crowded: a woken attempt on the key lost to another contender lately, so several
 	// waiters answer each release (see seniorityDelay).
 	crowded bool
@@ -462,6 +463,7 @@ func (h *wakeHub) turnReset(key string) {
 		s.turnAttempt = append(s.turnAttempt, s.turnIDs...)
 	}
 	clear(s.turnLate)
+	s.turnBefore = append(s.turnBefore[:0], s.turnSeen...)
 	if s.turnCount > 0 || s.turnKicked {
 		s.clearTurns()
 	}
@@ -484,7 +486,12 @@ func (s *wakeSub) clearTurns() {
 // turns that came from the slower nodes while it ran count now, and so do their later ones,
 // since the release reached those nodes after the attempt did; with the undos' turns they
 // may make a quorum at once.
-func (h *wakeHub) turnDone(key string, won bool, took []bool) {
+//
+// An attempt that the caller's context ended before it was decided (cancelled) answered for
+// nothing: the turns counted when it began count again, so that the next waiter here is
+// kicked at once (waitQueues.leave hands it the kick); before, it slept its retry pause with
+// the key free and its Client the head on every node.
+func (h *wakeHub) turnDone(key string, won bool, took []bool, cancelled bool) {
 	h.mu.Lock()
 	s := h.subs[key]
 	if s == nil || !s.turn {
@@ -514,6 +521,14 @@ func (h *wakeHub) turnDone(key string, won bool, took []bool) {
 		}
 	}
 	clear(s.turnLate)
+	if !won && cancelled {
+		for node, b := range s.turnBefore {
+			if b {
+				late = true
+				s.countTurnLocked(node, len(h.nodes))
+			}
+		}
+	}
 	if late {
 		for _, id := range ids {
 			if !slices.Contains(s.turnIDs, id) {
