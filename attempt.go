@@ -35,6 +35,7 @@ type attempt struct {
 	tallies  []*acquireTally   // per key
 	nodeErrs []error
 	returned []bool   // the acquire call's real fate is known: answered, or never written
+	replied  bool     // some node answered the acquire before the attempt was decided
 	mayHold  []bool   // our keys may be on the node: set, resent, or an error hid the answer
 	tokens   [1]Token // a single key's token, decided without an allocation
 	held     bool     // some node refused: another holder's key, or waiters ahead in its queue
@@ -73,7 +74,8 @@ type attemptResult struct {
 	// took: a queued attempt that won, the nodes where it had set the key when it was
 	// decided (wakeHub.turnDone); nil otherwise.
 	took []bool
-	// cancelled: the caller's context ended the attempt before it was decided.
+	// cancelled: the caller's context ended the attempt before it was decided, and before
+	// any node had answered it.
 	cancelled bool
 }
 
@@ -236,7 +238,7 @@ func (a *attempt) run(ctx context.Context) (*Lock, attemptResult, error) {
 	}
 	err := a.fail(ctx, cause)
 	r := attemptResult{kind: attemptOverloaded, ahead: max(a.ahead, 0), refused: a.held || a.notOurs,
-		expired: cause == errValidityExpired, left: a.left, detail: err, cancelled: cause != nil && cause == ctx.Err()}
+		expired: cause == errValidityExpired, left: a.left, detail: err, cancelled: cause != nil && cause == ctx.Err() && !a.replied}
 	if a.held {
 		r.kind = attemptContended
 	}
@@ -324,6 +326,9 @@ func (a *attempt) apply(e attemptEvent) {
 	}
 	r := e.reply
 	a.returned[i] = true
+	if ev.Out == transport.Replied {
+		a.replied = true
+	}
 	if ev.Out == transport.Late {
 		// The node was counted as failed at its timeout; only the undo needs to know.
 		a.mayHold[i] = r.err != nil || r.granted || a.setnx

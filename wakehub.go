@@ -487,8 +487,8 @@ func (s *wakeSub) clearTurns() {
 // since the release reached those nodes after the attempt did; with the undos' turns they
 // may make a quorum at once.
 //
-// An attempt that the caller's context ended before it was decided (cancelled) answered for
-// nothing: the turns counted when it began count again, so that the next waiter here is
+// An attempt that the caller's context ended before any node answered it (cancelled)
+// answered for nothing: the turns counted when it began count again, so that the next waiter here is
 // kicked at once (waitQueues.leave hands it the kick); before, it slept its retry pause with
 // the key free and its Client the head on every node.
 func (h *wakeHub) turnDone(key string, won bool, took []bool, cancelled bool) {
