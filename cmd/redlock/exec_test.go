@@ -196,11 +196,21 @@ func TestRealExecTokensIncrease(t *testing.T) {
 		t.Errorf("status after the runs: state %q, want free", doc.State)
 	}
 	checkNextToken(t, "status after the runs", doc.NextTokenAtLeast, last, before, after)
+	// A quorum of nodes has the last token. The others may have an earlier one: a node whose
+	// acquire call had not been written when the lock was released never gets it (the release
+	// cancels it; design.md §3.7), which a slow dial or a loaded machine can cause.
+	withLast := 0
 	for _, n := range doc.Nodes {
-		if n.Counter != last || n.SlotCounter != last || n.KeyCounter != 0 {
-			t.Errorf("node %d: counter %d, slot counter %d, key counter %d; want the last token %d, %d, 0",
-				n.Node, n.Counter, n.SlotCounter, n.KeyCounter, last, last)
+		if n.KeyCounter != 0 || n.SlotCounter != n.Counter || !slices.Contains(tokens, n.Counter) {
+			t.Errorf("node %d: counter %d, slot counter %d, key counter %d; want one of the tokens %v, the same, 0",
+				n.Node, n.Counter, n.SlotCounter, n.KeyCounter, tokens)
 		}
+		if n.Counter == last {
+			withLast++
+		}
+	}
+	if withLast < 3 {
+		t.Errorf("%d of 5 nodes have the last token %d, want a quorum", withLast, last)
 	}
 }
 
