@@ -30,7 +30,7 @@ type attempt struct {
 	start       time.Time
 	validityEnd time.Time
 
-	events   chan attemptEvent
+	events   chan transport.Event
 	acq      []*transport.Call // per node: the acquire call (a Lock keeps them for ordering)
 	tallies  []*acquireTally   // per key
 	nodeErrs []error
@@ -106,33 +106,35 @@ func acquireEnd(l *Lock, r attemptResult, attempts int, err error) End {
 	return e
 }
 
-// attemptEvent is a transport event with, for an acquire call's reply, its decoding.
-type attemptEvent struct {
-	ev    transport.Event
-	reply acquireReply
-}
-
 // Deliver receives the transport's events; the channel has room for every event the
 // attempt's calls can produce, so it never blocks. The observer hears of every call's first
-// outcome here, also of those that come after the attempt was decided.
+// outcome here, also of those that come after the attempt was decided. The channel carries
+// the bare event, and the attempt decodes an acquire's reply when it applies it: a channel
+// of decoded events took twice the memory, allocated with every attempt.
 func (a *attempt) Deliver(ev transport.Event) {
-	e := attemptEvent{ev: ev}
-	if ev.Tag == tagAcquire && (ev.Out == transport.Replied || ev.Out == transport.Late) {
-		e.reply = decodeAcquire(ev, a.set, a.queue != nil, a.writer != nil, a.setnx)
-	}
 	if a.obs != nil && transport.FirstOutcome(ev) {
-		a.observeNode(e)
+		a.observeNode(ev)
 	}
-	a.events <- e
+	a.events <- ev
+}
+
+// reply decodes an acquire call's reply (Replied or Late).
+func (a *attempt) reply(ev transport.Event) acquireReply {
+	return decodeAcquire(ev, a.set, a.queue != nil, a.writer != nil, a.setnx)
 }
 
 // observeNode reports one call's first outcome to the observer.
-func (a *attempt) observeNode(e attemptEvent) {
-	if e.ev.Tag >= tagRaise {
-		a.c.observeNode(a.obs, a.ctx, OpRaise, e.ev, e.ev.Err == nil && e.ev.Val == 1)
+func (a *attempt) observeNode(ev transport.Event) {
+	if ev.Tag >= tagRaise {
+		a.c.observeNode(a.obs, a.ctx, OpRaise, ev, ev.Err == nil && ev.Val == 1)
 		return
 	}
-	a.c.observeNode(a.obs, a.ctx, OpAcquire, e.ev, e.reply.err == nil && e.reply.granted)
+	ok := false
+	if ev.Out == transport.Replied || ev.Out == transport.Late {
+		r := a.reply(ev)
+		ok = r.err == nil && r.granted
+	}
+	a.c.observeNode(a.obs, a.ctx, OpAcquire, ev, ok)
 }
 
 // runAttempt runs one attempt, queued when qa is not nil, with a holder id of its own. The
@@ -150,7 +152,7 @@ func (c *Client) newAttempt(ctx context.Context, set lockKeys, id string, ttl ti
 		c: c, set: set, id: id, ttl: ttl, queue: qa, ahead: -1,
 		start: c.cfg.clock.Now(),
 		// Per node at most: acquire (timeout + late) and one raise per key (timeout + late).
-		events:   make(chan attemptEvent, 2*n*(1+k)),
+		events:   make(chan transport.Event, 2*n*(1+k)),
 		acq:      make([]*transport.Call, n),
 		tallies:  make([]*acquireTally, k),
 		nodeErrs: make([]error, n),
@@ -176,8 +178,9 @@ func (c *Client) newAttempt(ctx context.Context, set lockKeys, id string, ttl ti
 			idleMillis: c.counterIdleMillis(ttl), fenced: !c.cfg.noFencing, layout: c.cfg.layout, queue: qa, writer: w})
 	}
 	cmd.patience = patienceFor(ttl)
-	for i := range c.nodes {
-		a.acq[i] = cmd.newCall(tagAcquire, a)
+	calls := cmd.newCalls(n, tagAcquire, a)
+	for i := range calls {
+		a.acq[i] = &calls[i]
 	}
 	return a
 }
@@ -197,8 +200,12 @@ func (a *attempt) send() {
 
 // run waits for the replies until the attempt is decided.
 func (a *attempt) run(ctx context.Context) (*Lock, attemptResult, error) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	var timer *time.Timer // set to the validity end at the first wait, and reset only once it fired
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	var cause error
 	for {
 		v, tokens := a.decide()
@@ -224,11 +231,15 @@ func (a *attempt) run(ctx context.Context) (*Lock, attemptResult, error) {
 		}
 		// Per-node timeouts arrive as events from the transport; here only the validity
 		// end and ctx bound the wait.
-		timer.Reset(a.validityEnd.Sub(now))
+		if timer == nil {
+			timer = time.NewTimer(a.validityEnd.Sub(now))
+		}
 		select {
 		case ev := <-a.events:
 			a.apply(ev)
 		case <-timer.C:
+			// Early by the Client's clock (a test's clock): wait for the rest.
+			timer.Reset(a.validityEnd.Sub(a.c.cfg.clock.Now()))
 		case <-ctx.Done():
 			cause = ctx.Err()
 		}
@@ -307,8 +318,8 @@ func (a *attempt) sendRaise(i, k int) {
 }
 
 // apply feeds one event into the tallies.
-func (a *attempt) apply(e attemptEvent) {
-	ev, i := e.ev, e.ev.Node
+func (a *attempt) apply(ev transport.Event) {
+	i := ev.Node
 	if ev.Tag >= tagRaise {
 		a.applyRaise(ev)
 		return
@@ -324,7 +335,7 @@ func (a *attempt) apply(e attemptEvent) {
 		a.each(func(t *acquireTally) { t.failed(i) })
 		return
 	}
-	r := e.reply
+	r := a.reply(ev)
 	a.returned[i] = true
 	if ev.Out == transport.Replied {
 		a.replied = true
@@ -393,8 +404,9 @@ func (a *attempt) each(f func(*acquireTally)) {
 	}
 }
 
-// acquireReply is a node's answer to the acquire script (or SET NX), decoded once, on the
-// transport's goroutine: whether our keys were set, with their counters; otherwise the
+// acquireReply is a node's answer to the acquire script (or SET NX), decoded by the attempt
+// as it applies the event (and for the observer, if any, as the event is delivered):
+// whether our keys were set, with their counters; otherwise the
 // remaining milliseconds of the other holder's key (-1 when SET NX cannot tell), for a
 // multi-key lock which key that is, and for a queued acquire the waiters ahead of ours.
 type acquireReply struct {

@@ -79,6 +79,7 @@ func (o *quorumOp) start() {
 		o.rel = o.c.pending.begin(o.set.keys, len(o.c.nodes))
 		defer o.c.pending.end(o.rel)
 	}
+	calls := o.cmd.newCalls(len(o.c.nodes), 0, o)
 	for i := range o.c.nodes {
 		var prev *transport.Call
 		if o.after != nil {
@@ -96,7 +97,7 @@ func (o *quorumOp) start() {
 				continue
 			}
 		}
-		cl := o.cmd.newCall(0, o)
+		cl := &calls[i]
 		if o.release {
 			cl.Keep = true                // a release is never dropped
 			o.c.pending.add(o.rel, i, cl) // the next acquire of the keys goes after it

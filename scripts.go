@@ -414,11 +414,26 @@ func newSetNXCall(key, id string, ttlMillis int64) *command {
 
 // newCall makes a per-node call of the command for the transport.
 func (cmd *command) newCall(tag uint8, s transport.Sink) *transport.Call {
-	c := &transport.Call{Args: cmd.args, Kind: cmd.kind, Tag: tag, Sink: s, Patience: cmd.patience}
+	c := new(transport.Call)
+	cmd.fill(c, tag, s)
+	return c
+}
+
+// newCalls makes one call of the command per node, in one allocation: a fan-out's calls
+// live as long as one another (the Lock or the pending releases keep them together).
+func (cmd *command) newCalls(n int, tag uint8, s transport.Sink) []transport.Call {
+	calls := make([]transport.Call, n)
+	for i := range calls {
+		cmd.fill(&calls[i], tag, s)
+	}
+	return calls
+}
+
+func (cmd *command) fill(c *transport.Call, tag uint8, s transport.Sink) {
+	c.Args, c.Kind, c.Tag, c.Sink, c.Patience = cmd.args, cmd.kind, tag, s, cmd.patience
 	if cmd.script != nil {
 		c.Src = cmd.script.src
 	}
-	return c
 }
 
 // run sends the command to one node directly, outside the transport, and returns its
