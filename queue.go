@@ -37,6 +37,11 @@ const (
 // QueuePrefix.
 const turnChannelPrefix = WakeChannelPrefix + QueuePrefix
 
+// runnerUpMark begins the message that tells a Client its place is the runner-up of a key's
+// queue (lua/queue.lua, qtell): the mark, then what a turn carries. A turn's payload begins
+// with a holder id, in hex digits, never with the mark.
+const runnerUpMark = "~"
+
 // turnPayload is the message of a turn: the released holder id (32 hex digits, so that a
 // Client hearing one release from several nodes counts it once), then the lock key.
 func turnPayload(payload string) (id, key string, ok bool) {
@@ -81,9 +86,17 @@ func queueLive(d time.Duration) time.Duration { return 4 * queuePollMax(d) }
 
 // queueGrace is how long a free key waits for the head of its queue before the next waiter's
 // turn: half the retry delay (at least a millisecond), far above the round trips of a
-// handoff, so that a waiter killed while it was the head delays the others by at most one
-// retry pause (the runner-up retries after about d).
+// handoff, so that a waiter killed while it was the head delays the others by less than one
+// retry pause: the runner-up, told so when the head was told its turn, tries again by
+// runnerUpWait.
 func queueGrace(d time.Duration) time.Duration { return max(d/2, time.Millisecond) }
+
+// runnerUpWait is how long after a node's runner-up notice the Client's queued waiter tries
+// again at the latest: the grace and half of it again, so that its attempt reaches the nodes
+// once the grace has passed on them (each counts it from its own release), and a waiter that
+// died at the head delays the next one by less than a retry pause (jitter draws it from
+// [d/2, 3d/2)): 3d/4 with the grace at d/2.
+func runnerUpWait(d time.Duration) time.Duration { return queueGrace(d) * 3 / 2 }
 
 // queuePause is the mean pause of a queued waiter that was refused with ahead waiters in
 // front of it on the nodes (the fewest any node reported): the retry delay d for the head

@@ -23,6 +23,7 @@ func TestRealQueueScripts(t *testing.T) {
 	cluster := redisproc.StartT(t, 1, redisproc.Config{})
 	queueCases(t, cluster.ClientsT(t)[0])
 	queueElsewhereCases(t, cluster.ClientsT(t)[0])
+	queueRunnerUpCases(t, cluster.ClientsT(t)[0]) // PUBLISH's count of receivers, as Redis gives it
 }
 
 // queuedOn counts the nodes on which member has a place in key's queue.
@@ -196,6 +197,92 @@ func TestRealQueueDeadHead(t *testing.T) {
 	if gone < w.Quorum() {
 		t.Fatalf("the dead head's place is gone from %d nodes, want a quorum (%d)", gone, w.Quorum())
 	}
+}
+
+// TestRealQueueDeadHeadFarBack: the live waiter behind a waiter that died was far back in the
+// queue when it last tried, so its pause is long (ten places ahead: five to fifteen retry
+// delays, at most queuePollMax's). The places ahead of the dead one are then served (taken out
+// here), and the release tells the dead head its turn and the live waiter that it is the
+// runner-up (lua/queue.lua, qtell): it tries again by runnerUpWait, after the grace, and takes
+// the key then, not at the end of its long pause. Before the runner-up was told, it waited
+// out that pause: 0.45 to 1.4 s after the release with 32 processes, in a helper's stress run.
+func TestRealQueueDeadHeadFarBack(t *testing.T) {
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 60*time.Second)
+	const key = "queue:dead:far"
+	const dead = "dead0000000000000000000000000000"
+	q := newQueueKeys(key)
+	holder := newTestClient(t, cluster.ClientsT(t))
+	held, err := holder.TryAcquire(ctx, key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served []string // places ahead of the dead one, all of them older than any real ticket
+	for i := range 9 {
+		served = append(served, fmt.Sprintf("served%026d", i))
+	}
+	for _, rc := range admin {
+		now, err := rc.Time(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		alive := now.Add(time.Minute).UnixMilli()
+		for i, m := range served {
+			rc.ZAdd(ctx, q.queue, redis.Z{Score: float64(1 + i), Member: m})
+			rc.HSet(ctx, q.waiters, m, alive)
+		}
+		rc.ZAdd(ctx, q.queue, redis.Z{Score: 100, Member: dead})
+		rc.HSet(ctx, q.waiters, dead, alive)
+		rc.PExpire(ctx, q.queue, time.Minute)
+		rc.PExpire(ctx, q.waiters, time.Minute)
+	}
+	const delay = 100 * time.Millisecond
+	w := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(delay))
+	got := make(chan error, 1)
+	var at time.Time
+	go func() {
+		l, err := w.Acquire(ctx, key, 30*time.Second)
+		at = time.Now()
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the live waiter to be queued on a quorum", func() bool {
+		return queuedOnQuorum(ctx, admin, key, w.id)
+	})
+	// Its attempt was refused with ten places ahead: its pause is at least half of
+	// queuePause(delay, 10), a second.
+	if p := queuePause(delay, 10) / 2; p < 5*delay {
+		t.Fatalf("the far waiter's shortest pause is %v, want one much longer than a retry pause", p)
+	}
+	for _, rc := range admin {
+		rc.ZRem(ctx, q.queue, anySlice(served)...)
+		rc.HDel(ctx, q.waiters, served...)
+	}
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	took := at.Sub(released)
+	t.Logf("the runner-up had the lock %v after the release (grace %v, runnerUpWait %v, its own pause at least %v)",
+		took, queueGrace(delay), runnerUpWait(delay), queuePause(delay, 10)/2)
+	if took > 2*delay {
+		t.Fatalf("the runner-up waited %v behind a dead head, want about runnerUpWait (%v), under two retry delays",
+			took, runnerUpWait(delay))
+	}
+}
+
+func anySlice(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
 }
 
 // TestRealQueueLeave: an Acquire that gives up (its context ends) takes its Client's place

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,6 +23,9 @@ type queueScript struct {
 	q     queueKeys
 	grace int64 // ms
 	live  int64 // ms
+	// notices are the runner-up notices that turns has read past, oldest first.
+	notices []string
+	ps      *redis.PubSub // turns' subscription
 }
 
 func newQueueScript(t *testing.T, rc redis.UniversalClient, key string) *queueScript {
@@ -83,7 +87,9 @@ func (s *queueScript) wantMembers(what string, want ...string) {
 }
 
 // turns subscribes to the turn channels of members and returns a function that waits for the
-// next message, or fails after a while.
+// next turn message, or fails after a while. The runner-up notices that come before it
+// (runnerUpMark, lua/queue.lua's qtell) are kept in s.notices, each as the channel's member
+// and the payload after the mark.
 func (s *queueScript) turns(members ...string) func() *redis.Message {
 	s.t.Helper()
 	chans := make([]string, len(members))
@@ -91,6 +97,7 @@ func (s *queueScript) turns(members ...string) func() *redis.Message {
 		chans[i] = turnChannel(m)
 	}
 	ps := s.rc.Subscribe(s.ctx, chans...)
+	s.ps = ps
 	s.t.Cleanup(func() { ps.Close() })
 	for range chans {
 		if _, err := ps.Receive(s.ctx); err != nil { // the confirmations
@@ -101,12 +108,43 @@ func (s *queueScript) turns(members ...string) func() *redis.Message {
 		s.t.Helper()
 		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 		defer cancel()
-		msg, err := ps.ReceiveMessage(ctx)
-		if err != nil {
-			s.t.Fatalf("no turn message: %v", err)
+		for {
+			msg, err := ps.ReceiveMessage(ctx)
+			if err != nil {
+				s.t.Fatalf("no turn message: %v", err)
+			}
+			if p, ok := strings.CutPrefix(msg.Payload, runnerUpMark); ok {
+				s.notices = append(s.notices, strings.TrimPrefix(msg.Channel, turnChannelPrefix)+" "+p)
+				continue
+			}
+			return msg
 		}
-		return msg
 	}
+}
+
+// nextNotice reads the next message of the channels of turns and wants it to be the runner-up
+// notice of member, with payload after the mark.
+func (s *queueScript) nextNotice(member, payload string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	msg, err := s.ps.ReceiveMessage(ctx)
+	if err != nil {
+		s.t.Fatalf("no runner-up notice: %v", err)
+	}
+	if msg.Channel != turnChannel(member) || msg.Payload != runnerUpMark+payload {
+		s.t.Fatalf("message %q on %q, want the runner-up notice %q on %s's channel", msg.Payload, msg.Channel,
+			runnerUpMark+payload, member)
+	}
+}
+
+// wantNotices checks the runner-up notices received since the last call ("member payload").
+func (s *queueScript) wantNotices(what string, want ...string) {
+	s.t.Helper()
+	if fmt.Sprint(s.notices) != fmt.Sprint(want) {
+		s.t.Fatalf("%s: runner-up notices %q, want %q", what, s.notices, want)
+	}
+	s.notices = nil
 }
 
 // queueCases runs the queue's rules on one node; the timing cases need real time on the
@@ -210,6 +248,7 @@ func queueCases(t *testing.T, rc redis.UniversalClient) {
 	if m := next(); m.Channel != turnChannel("B") {
 		t.Fatalf("turn message on %q, want B's channel", m.Channel)
 	}
+
 	s.grace = 1
 	time.Sleep(5 * time.Millisecond)
 	s.acquire("E", id("E", 1), 500) // not the head: B is dropped, D is now the head and told
@@ -272,6 +311,7 @@ func queueCases(t *testing.T, rc redis.UniversalClient) {
 	if ttl := rc.PTTL(s.ctx, s.q.queue).Val(); ttl <= 0 || ttl > time.Duration(s.live)*time.Millisecond {
 		t.Fatalf("queue TTL %v, want at most the liveness %d ms", ttl, s.live)
 	}
+	s.wantNotices("runner-up notices with every head listening")
 }
 
 // queueElsewhereCases: a release on a node where the releasing Client's key is not (its
@@ -333,6 +373,7 @@ func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 	if m := next(); m.Channel != turnChannel("C") || m.Payload != id("B", 3)+s.key {
 		t.Fatalf("turn message %q on %q, want B's holder id on C's channel (nothing for the undo)", m.Payload, m.Channel)
 	}
+
 	// With the key held by another holder, C's place goes but nobody is told: that holder's
 	// release will tell B.
 	if tok, _ := newAcquireCommand(s.set, acquireArgs{id: id("T", 1), px: 10000, seed: 5, idleMillis: 60000,
@@ -352,6 +393,66 @@ func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 	if n := rc.Exists(s.ctx, s.q.queue, s.q.waiters).Val(); n != 0 {
 		t.Fatalf("the last place gone, %d queue keys left", n)
 	}
+	s.wantNotices("runner-up notices with every head listening")
+}
+
+// queueRunnerUpCases: a turn told to a head that nobody hears (no connection listens on its
+// channel: its Client died) is followed by a runner-up notice to the next waiter that hears
+// it, passing over up to two more that nobody hears either; a head that hears its turn costs
+// no notice (queueCases checks that none came there). Then the runner-up's attempt after the
+// grace passes the dead head over and takes the key; a release tells a dead head's successor
+// the same way from a leave.
+func queueRunnerUpCases(t *testing.T, rc redis.UniversalClient) {
+	rc.FlushAll(context.Background())
+	s := newQueueScript(t, rc, "queue:runner-up")
+	next := s.turns("B", "C")
+	id := func(c string, n int) string { return fmt.Sprintf("%s%031d", c, n) }
+	s.acquire("H", id("H", 1), 10)
+	s.acquire("X", id("X", 1), 100) // X and Y: Clients that died, nobody listens on their channels
+	s.acquire("Y", id("Y", 1), 150)
+	s.acquire("C", id("C", 1), 200)
+	s.acquire("B", id("B", 1), 300)
+	s.wantMembers("queued behind H", "X", "Y", "C", "B")
+	if v := s.release("H", id("H", 1), 0, true); v != 1 {
+		t.Fatalf("H's release: %d, want 1", v)
+	}
+	s.nextNotice("C", id("H", 1)+s.key) // not Y (nobody hears it), not B (C heard it)
+	// Within the grace C is refused; after it, X is passed over and Y, the head now, is told,
+	// which nobody hears: C is told again, and C's next attempt takes the key.
+	if tok, _, rank := s.acquire("C", id("C", 2), 200); tok != 0 || rank != 2 {
+		t.Fatalf("C within the grace: token %d, rank %d; want refused, rank 2", tok, rank)
+	}
+	s.grace = 1
+	time.Sleep(5 * time.Millisecond)
+	if tok, _, rank := s.acquire("C", id("C", 3), 200); tok != 0 || rank != 1 {
+		t.Fatalf("C after the grace: token %d, rank %d; want refused behind Y, rank 1", tok, rank)
+	}
+	s.wantMembers("X passed over", "Y", "C", "B")
+	s.nextNotice("C", id("C", 3)+s.key)
+	time.Sleep(5 * time.Millisecond)
+	if tok, _, _ := s.acquire("C", id("C", 4), 200); tok <= 0 {
+		t.Fatal("C refused once the grace had passed over Y too")
+	}
+	s.wantMembers("C took the key", "B")
+	// A live head hears its turn: no notice for the waiter behind it.
+	s.grace = 60000
+	s.acquire("Z", id("Z", 1), 400)
+	if v := s.release("C", id("C", 4), 0, true); v != 1 {
+		t.Fatalf("C's release: %d, want 1", v)
+	}
+	if m := next(); m.Channel != turnChannel("B") || m.Payload != id("C", 4)+s.key {
+		t.Fatalf("turn message %q on %q, want C's release on B's channel", m.Payload, m.Channel)
+	}
+	// leave.lua tells the next head the same way: B gives up as the head of the free key, Z
+	// (dead) is told, nobody hears it, and C behind it is told it is the runner-up.
+	s.acquire("C", id("C", 5), 500)
+	s.wantMembers("B told, Z and C behind it", "B", "Z", "C")
+	if v, err := newLeaveCommand(s.key, s.q, "B", id("L", 1)).run(s.ctx, rc); err != nil || v != 1 {
+		t.Fatalf("leave: %d, %v", v, err)
+	}
+	s.wantMembers("B left", "Z", "C")
+	s.nextNotice("C", id("L", 1)+s.key)
+	s.wantNotices("runner-up notices read past")
 }
 
 func TestQueueScripts(t *testing.T) {
@@ -360,6 +461,7 @@ func TestQueueScripts(t *testing.T) {
 	defer rc.Close()
 	queueCases(t, rc)
 	queueElsewhereCases(t, rc)
+	queueRunnerUpCases(t, rc)
 }
 
 func TestQueueNames(t *testing.T) {

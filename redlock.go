@@ -78,7 +78,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	c.renewer.c = c
 	c.wake = wakeHub{off: cfg.noWakeups, quorum: q, id: c.id, logger: cfg.logger, waiters: &c.wait,
-		linger: wakeLinger, turnLinger: turnLinger, pubsubLinger: pubsubLinger}
+		soonAfter: runnerUpWait(cfg.retryDelay), linger: wakeLinger, turnLinger: turnLinger, pubsubLinger: pubsubLinger}
 	for i := range c.nodes {
 		c.wake.nodes = append(c.wake.nodes, c.nodes[i].client)
 	}

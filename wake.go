@@ -68,6 +68,13 @@ type waiter struct {
 	// Guarded by mu.
 	heir     bool
 	heirMark uint64
+	// soon: a node told this Client that its place is the runner-up of the key's queue,
+	// behind a head just told its turn (lua/queue.lua, qtell); the head, if it is a waiter
+	// that died, is passed over once the key has been free for the grace, but only at some
+	// waiter's attempt, so this one tries again by soon at the latest, whatever pause it
+	// drew when it was further back. Zero for none; cleared when it makes its attempt.
+	// Guarded by mu.
+	soon time.Time
 
 	// Owned by the Acquire call: the wake hub's stamp taken before its last attempt, so that
 	// a release announced between that attempt and the wait is not missed (wakeHub.since).
@@ -217,6 +224,9 @@ func (q *waitQueues) leave(set lockKeys, key string, w *waiter) (empty, placed b
 			if w.marked {
 				next.heir, next.heirMark = true, w.mark
 			}
+			if !w.soon.IsZero() && (next.soon.IsZero() || w.soon.Before(next.soon)) {
+				next.soon = w.soon
+			}
 			pokeWaiter(next)
 		}
 		break
@@ -279,6 +289,32 @@ func (q *waitQueues) kick(key string, catchUp, single, sets bool) {
 	}
 }
 
+// soon asks the head of key's queue, if it is queued on the nodes, to try again by at at the
+// latest (waiter.soon).
+func (q *waitQueues) soon(key string, at time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l := q.m[key]
+	if len(l) == 0 || l[0].ticket == 0 {
+		return
+	}
+	if w := l[0]; w.soon.IsZero() || at.Before(w.soon) {
+		w.soon = at
+		pokeWaiter(w)
+	}
+}
+
+// soonOf returns w's soon, and clears it when clear is set (w is about to make its attempt).
+func (q *waitQueues) soonOf(w *waiter, clear bool) time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	at := w.soon
+	if clear {
+		w.soon = time.Time{}
+	}
+	return at
+}
+
 // The wake hub is keyed by single keys; a multi-key set waits on each of its keys.
 
 func (c *Client) subscribe(set lockKeys, queued bool) {
@@ -325,6 +361,9 @@ func (c *Client) heardSince(set lockKeys, mark uint64, queued bool) bool {
 // when ctx ends.
 func (c *Client) waitTurn(ctx context.Context, set lockKeys, key string, w *waiter, pause time.Duration) error {
 	queued := w.ticket != 0
+	if queued {
+		defer c.wait.soonOf(w, true) // the attempt that follows answers for the notices so far
+	}
 	var deadline time.Time // when the head's pause ends
 	for {
 		isHead, kicked, release := c.wait.head(key, w)
@@ -361,6 +400,11 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, key string, w *wait
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(pause)
+		}
+		if queued {
+			if at := c.wait.soonOf(w, false); !at.IsZero() && at.Before(deadline) {
+				deadline = at // the runner-up: by the grace and a little after (wakeHub.soonFrom)
+			}
 		}
 		left := time.Until(deadline)
 		if left <= 0 {

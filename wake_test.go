@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/quorumlock/redlock/internal/testutil"
+	"github.com/redis/go-redis/v9"
 )
 
 // TestReleaseWakesWaiters: an Acquire waiting on a key held by the same client retries as
@@ -345,5 +346,64 @@ func TestTurnCatchUpAtQuorum(t *testing.T) {
 	h.turnSubscribed(3)
 	if _, kicked, _ := c.wait.head(testKey, w); kicked {
 		t.Fatal("a second catch-up for the same subscription")
+	}
+}
+
+// TestRunnerUpNotice: a node's runner-up notice (lua/queue.lua, qtell) brings the queued head
+// waiter's next attempt forward to runnerUpWait from the notice, whatever pause it drew; it
+// is not a wake-up (no kick), a later notice never puts the attempt back, a notice for a key
+// this Client has no queued waiter for changes nothing, and the attempt clears it.
+func TestRunnerUpNotice(t *testing.T) {
+	_, clients := miniNodes(t, 5)
+	const delay = 40 * time.Millisecond
+	c := newTestClient(t, clients, WithRetryDelay(delay))
+	h := &c.wake
+	h.mu.Lock()
+	h.turnWanted = true // no SUBSCRIBE of the test's making: the messages below are dispatched by hand
+	h.subscribeLocked(testKey, true)
+	h.mu.Unlock()
+	set, err := newLockKeys(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := c.wait.join(set, testKey, 1)
+	defer c.wait.leave(set, testKey, w)
+	id := newHolderID()
+	notice := &redis.Message{Channel: h.turnCh, Payload: runnerUpMark + id + testKey}
+	other := &redis.Message{Channel: h.turnCh, Payload: runnerUpMark + id + "another"}
+	ctx := ctxT(t, 10*time.Second)
+
+	h.dispatch(other, 0)
+	if at := c.wait.soonOf(w, false); !at.IsZero() {
+		t.Fatalf("a notice for another key set the waiter's soon to %v", at)
+	}
+	start := time.Now()
+	h.dispatch(notice, 2)
+	first := c.wait.soonOf(w, false)
+	if first.IsZero() || first.Before(start.Add(runnerUpWait(delay))) || first.After(time.Now().Add(runnerUpWait(delay))) {
+		t.Fatalf("soon %v after the notice, want runnerUpWait (%v) from it", first.Sub(start), runnerUpWait(delay))
+	}
+	h.dispatch(notice, 3) // a later node: no later deadline
+	if at := c.wait.soonOf(w, false); !at.Equal(first) {
+		t.Fatalf("a second notice moved soon from %v to %v", first, at)
+	}
+	if err := c.waitTurn(ctx, set, testKey, w, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	waited := time.Since(start)
+	if waited < runnerUpWait(delay) || waited > 30*time.Second {
+		t.Fatalf("the waiter's pause of a minute ended after %v, want runnerUpWait (%v)", waited, runnerUpWait(delay))
+	}
+	if w.woken {
+		t.Fatal("a runner-up notice counted as a wake-up")
+	}
+	if at := c.wait.soonOf(w, false); !at.IsZero() {
+		t.Fatalf("soon %v left after the wait ended for the attempt", at)
+	}
+	// Without a notice the pause is the waiter's own.
+	ctx2, cancel := context.WithTimeout(ctx, 3*runnerUpWait(delay))
+	defer cancel()
+	if err := c.waitTurn(ctx2, set, testKey, w, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waitTurn without a notice: %v, want the context's end before the minute's pause", err)
 	}
 }

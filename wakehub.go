@@ -59,6 +59,7 @@ type wakeHub struct {
 	logger  *slog.Logger
 	waiters wakeTarget // this Client's waiters, woken when a release is heard
 
+	soonAfter    time.Duration // how long after a runner-up notice its waiter tries at the latest (soonFrom)
 	linger       time.Duration // wakeLinger; tests shorten it before the first subscription
 	turnLinger   time.Duration // turnLinger; likewise
 	pubsubLinger time.Duration // pubsubLinger; likewise
@@ -86,6 +87,8 @@ type wakeTarget interface {
 	kick(key string, catchUp, single, sets bool)
 	// catchUp wakes the heads for a subscription that has just become active.
 	catchUp(key string)
+	// soon asks key's queued head to try again by at at the latest (waiter.soon).
+	soon(key string, at time.Time)
 }
 
 var _ wakeTarget = (*waitQueues)(nil)
@@ -422,6 +425,24 @@ func (h *wakeHub) turnFrom(key, id string, node int) {
 		s.turnIDs = append(s.turnIDs, id)
 	}
 	h.turnKickLocked(key, s)
+}
+
+// soonFrom hears a node tell this Client that its place is the runner-up of key's queue: the
+// head was just told its turn (lua/queue.lua, qtell). If that head is a waiter that died, the
+// nodes pass the turn on only at an attempt made once the key has been free for the grace,
+// and ours, drawn when our place was further back, may be up to queuePollMax away; so the
+// queued waiter tries again by soonAfter (the grace and half of it again) at the latest. A
+// live head takes the key well within the grace, and tells us our turn when it releases it.
+// Like a turn, a notice never decides anything: a lost one costs what it cost before, a
+// forged one an attempt.
+func (h *wakeHub) soonFrom(key string) {
+	h.mu.Lock()
+	s := h.subs[key]
+	queued := s != nil && s.turn
+	h.mu.Unlock()
+	if queued {
+		h.waiters.soon(key, time.Now().Add(h.soonAfter))
+	}
 }
 
 // turnKickLocked kicks key's queued waiter when the turns counted make a quorum and have not
@@ -884,7 +905,11 @@ func (h *wakeHub) dispatch(msg any, i int) {
 	switch m := msg.(type) {
 	case *redis.Message:
 		if m.Channel == h.turnCh {
-			if id, key, ok := turnPayload(m.Payload); ok {
+			if p, notice := strings.CutPrefix(m.Payload, runnerUpMark); notice {
+				if _, key, ok := turnPayload(p); ok {
+					h.soonFrom(key)
+				}
+			} else if id, key, ok := turnPayload(m.Payload); ok {
 				h.turnFrom(key, id, i)
 			}
 		} else if key, ok := strings.CutPrefix(m.Channel, WakeChannelPrefix); ok {

@@ -21,7 +21,7 @@ pcall(function()
     local next = qhead(KEYS[2], KEYS[3], now)
     if next then
       redis.call('HSET', KEYS[3], '', now)
-      redis.call('PUBLISH', ARGV[2] .. next, ARGV[3] .. KEYS[1])
+      qtell(KEYS[2], ARGV[2], next, ARGV[3] .. KEYS[1])
     end
   end
 end)

@@ -56,6 +56,28 @@ local function qhead(queue, waiters, now)
   return redis.call('ZRANGE', queue, 0, 0)[1]
 end
 
+-- qtell tells head (the head of the queue, its first member) that its turn has come: a
+-- message on prefix .. head carrying msg (a release's id .. key). A head that died does not
+-- act on it, and nothing here happens then until some waiter's acquire finds the key free for
+-- more than the grace and passes the turn on (qgate); the waiters' own pauses may have been
+-- drawn long, when they were far back in the queue. So when nobody received the message (no
+-- connection of the head's Client listens on its channel here: its process is gone, or its
+-- connection to this node is), the waiter after it is told that its turn may come soon:
+-- runnerUpMark .. msg on its channel, and it tries again just after the grace (wakehub.go,
+-- soonFrom). If nobody receives that either, the one after it is told, up to 3 of them. A head
+-- that is alive and listening costs nothing more: a turn's PUBLISH reports its receivers.
+local function qtell(queue, prefix, head, msg)
+  if redis.call('PUBLISH', prefix .. head, msg) > 0 then
+    return
+  end
+  local next = redis.call('ZRANGE', queue, 1, 3)
+  for i = 1, #next do
+    if redis.call('PUBLISH', prefix .. next[i], '~' .. msg) > 0 then
+      return
+    end
+  end
+end
+
 -- qgate decides whether member may take the lock key now, as far as the queue is concerned,
 -- and queues it (or refreshes its place) when it may not. holder is the lock key's value
 -- (nil when free). Returns true, or false and member's rank in the queue (0 is the head); a
@@ -87,7 +109,7 @@ local function qgate(holder, queue, waiters, member, ticket, live, grace, key, i
       redis.call('HSET', waiters, '', now)
       head = qhead(queue, waiters, now)
       if head and head ~= member then
-        redis.call('PUBLISH', prefix .. head, id .. key)
+        qtell(queue, prefix, head, id .. key)
       end
     end
   end
@@ -110,10 +132,11 @@ end
 -- releasing Client: with ticket '0' it leaves the queue, with '' its place is kept as it is,
 -- and with any other ticket (it has another Acquire waiting for the key) it is queued with
 -- it. Then, when prefix is not empty, the head is told that its turn has come: a message on
--- prefix .. head carrying id .. key. Returns true when member's own next waiter may take the
--- key now (no message is sent then: the caller wakes its own waiter): member is the head, or
--- nobody is queued. In that last case no queue is made for member's waiter: one Client
--- handing a key from goroutine to goroutine costs the node no queue at all.
+-- prefix .. head carrying id .. key, and the runner-up that it may come soon (qtell).
+-- Returns true when member's own next waiter may take the key now (no message is sent then:
+-- the caller wakes its own waiter): member is the head, or nobody is queued. In that last
+-- case no queue is made for member's waiter: one Client handing a key from goroutine to
+-- goroutine costs the node no queue at all.
 local function qhandoff(queue, waiters, key, id, prefix, member, ticket, live)
   if redis.call('EXISTS', queue) == 0 then
     return prefix ~= '' and ticket ~= '0' and ticket ~= ''
@@ -135,7 +158,7 @@ local function qhandoff(queue, waiters, key, id, prefix, member, ticket, live)
   if head == member then
     return true
   end
-  redis.call('PUBLISH', prefix .. head, id .. key)
+  qtell(queue, prefix, head, id .. key)
   return false
 end
 
@@ -178,7 +201,7 @@ local function qelsewhere(queue, waiters, key, id, prefix, member, ticket, live)
   end
   if next and head == member then
     redis.call('HSET', waiters, '', now)
-    redis.call('PUBLISH', prefix .. next, id .. key)
+    qtell(queue, prefix, next, id .. key)
   end
   return false
 end
