@@ -87,8 +87,8 @@ func queueLive(d time.Duration) time.Duration { return 4 * queuePollMax(d) }
 // queueGrace is how long a free key waits for the head of its queue before the next waiter's
 // turn: half the retry delay (at least a millisecond), far above the round trips of a
 // handoff, so that a waiter killed while it was the head delays the others by less than one
-// retry pause: the runner-up, told so when the head was told its turn, tries again by
-// runnerUpWait.
+// retry pause: the runner-up, told so when nobody heard the head's turn, tries again by
+// runnerUpWait (design.md §3.10, rule 4, says what this does not cover).
 func queueGrace(d time.Duration) time.Duration { return max(d/2, time.Millisecond) }
 
 // runnerUpWait is how long after a node's runner-up notice the Client's queued waiter tries

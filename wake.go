@@ -69,11 +69,11 @@ type waiter struct {
 	heir     bool
 	heirMark uint64
 	// soon: a node told this Client that its place is the runner-up of the key's queue,
-	// behind a head just told its turn (lua/queue.lua, qtell); the head, if it is a waiter
-	// that died, is passed over once the key has been free for the grace, but only at some
-	// waiter's attempt, so this one tries again by soon at the latest, whatever pause it
-	// drew when it was further back. Zero for none; cleared when it makes its attempt.
-	// Guarded by mu.
+	// behind a head told its turn that nobody heard (lua/queue.lua, qtell); that head, most
+	// likely a waiter that died, is passed over once the key has been free for the grace,
+	// but only at some waiter's attempt, so this one tries again by soon at the latest,
+	// whatever pause it drew when it was further back. Zero for none; cleared when it makes
+	// its attempt. Guarded by mu.
 	soon time.Time
 
 	// Owned by the Acquire call: the wake hub's stamp taken before its last attempt, so that

@@ -428,13 +428,14 @@ func (h *wakeHub) turnFrom(key, id string, node int) {
 }
 
 // soonFrom hears a node tell this Client that its place is the runner-up of key's queue: the
-// head was just told its turn (lua/queue.lua, qtell). If that head is a waiter that died, the
-// nodes pass the turn on only at an attempt made once the key has been free for the grace,
-// and ours, drawn when our place was further back, may be up to queuePollMax away; so the
-// queued waiter tries again by soonAfter (the grace and half of it again) at the latest. A
-// live head takes the key well within the grace, and tells us our turn when it releases it.
-// Like a turn, a notice never decides anything: a lost one costs what it cost before, a
-// forged one an attempt.
+// head was just told its turn there and nobody heard it (lua/queue.lua, qtell), most likely
+// because the head's process died. The nodes pass the turn on only at an attempt made once
+// the key has been free for the grace, and ours, drawn when our place was further back, may
+// be up to queuePollMax away; so the queued waiter tries again by soonAfter (the grace and
+// half of it again) at the latest. If the head is alive after all (only its connection to
+// that node was down), it takes the key within the grace and that attempt is refused. Like a
+// turn, a notice never decides anything: a lost one costs what it cost before, a forged one
+// an attempt.
 func (h *wakeHub) soonFrom(key string) {
 	h.mu.Lock()
 	s := h.subs[key]

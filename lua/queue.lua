@@ -132,7 +132,7 @@ end
 -- releasing Client: with ticket '0' it leaves the queue, with '' its place is kept as it is,
 -- and with any other ticket (it has another Acquire waiting for the key) it is queued with
 -- it. Then, when prefix is not empty, the head is told that its turn has come: a message on
--- prefix .. head carrying id .. key, and the runner-up that it may come soon (qtell).
+-- prefix .. head carrying id .. key (qtell: if nobody hears it, the runner-up is told).
 -- Returns true when member's own next waiter may take the key now (no message is sent then:
 -- the caller wakes its own waiter): member is the head, or nobody is queued. In that last
 -- case no queue is made for member's waiter: one Client handing a key from goroutine to
