@@ -140,149 +140,156 @@ func TestRealQueueFIFO(t *testing.T) {
 // grace and takes it. The dead place is gone afterwards from the nodes where the grace had
 // run out (a quorum at least: the live waiter took the key there).
 func TestRealQueueDeadHead(t *testing.T) {
-	cluster := redisproc.StartT(t, 5, redisproc.Config{})
-	admin := cluster.ClientsT(t)
-	ctx := ctxT(t, 60*time.Second)
 	const key = "queue:dead"
-	const dead = "dead0000000000000000000000000000"
+	cluster, admin, ctx, held := heldOnFive(t, key)
 	q := newQueueKeys(key)
-	holder := newTestClient(t, cluster.ClientsT(t))
-	held, err := holder.TryAcquire(ctx, key, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rc := range admin {
-		now, err := rc.Time(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc.ZAdd(ctx, q.queue, redis.Z{Score: 1, Member: dead}) // ahead of every real ticket
-		rc.HSet(ctx, q.waiters, dead, now.Add(time.Minute).UnixMilli())
-		rc.PExpire(ctx, q.queue, time.Minute)
-		rc.PExpire(ctx, q.waiters, time.Minute)
-	}
+	placeWaiters(t, ctx, admin, q, map[string]float64{deadWaiter: 1}) // ahead of every real ticket
 	const delay = 100 * time.Millisecond
 	w := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(delay))
-	got := make(chan error, 1)
-	var at time.Time
-	go func() {
-		l, err := w.Acquire(ctx, key, 30*time.Second)
-		at = time.Now()
-		if err == nil {
-			err = l.Release(ctx)
-		}
-		got <- err
-	}()
+	got := acquireTimed(ctx, w, key)
 	testutil.WaitFor(t, 10*time.Second, "the live waiter to be queued on every node", func() bool {
 		return queuedOnEvery(ctx, admin, key, w.id)
 	})
-	released := time.Now()
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	took := at.Sub(released)
+	took := releaseAndTime(t, ctx, held, got)
 	t.Logf("the live waiter had the lock %v after the release (grace %v, retry pause at most %v)", took, queueGrace(delay), 3*delay/2)
 	if took > 2*time.Second {
 		t.Fatalf("the live waiter waited %v behind a dead head, want well under its place's minute", took)
 	}
-	gone := 0
-	for _, rc := range admin {
-		if err := rc.ZScore(ctx, q.queue, dead).Err(); errors.Is(err, redis.Nil) {
-			gone++
-		}
-	}
-	if gone < w.Quorum() {
-		t.Fatalf("the dead head's place is gone from %d nodes, want a quorum (%d)", gone, w.Quorum())
-	}
+	wantPlaceGone(t, ctx, admin, q, deadWaiter, w.Quorum())
 }
 
-// TestRealQueueDeadHeadFarBack: the live waiter behind a waiter that died was far back in the
-// queue when it last tried, so its pause is long (ten places ahead: five to fifteen retry
-// delays, at most queuePollMax's). The places ahead of the dead one are then served (taken out
-// here), and the release tells the dead head its turn and the live waiter that it is the
-// runner-up (lua/queue.lua, qtell): it tries again by runnerUpWait, after the grace, and takes
-// the key then, not at the end of its long pause. Before the runner-up was told, it waited
-// out that pause: 0.45 to 1.4 s after the release with 32 processes, in a helper's stress run.
-func TestRealQueueDeadHeadFarBack(t *testing.T) {
+// deadWaiter is the id of a waiter whose Client never comes (it died).
+const deadWaiter = "dead0000000000000000000000000000"
+
+// heldOnFive starts five nodes and takes key on them (TryAcquire, TTL 30 s), for tests of the
+// waiters behind that holder: the cluster, admin clients of its nodes, the test's context and
+// the lock.
+func heldOnFive(t *testing.T, key string) (*redisproc.Cluster, []redis.UniversalClient, context.Context, *Lock) {
+	t.Helper()
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	admin := cluster.ClientsT(t)
 	ctx := ctxT(t, 60*time.Second)
-	const key = "queue:dead:far"
-	const dead = "dead0000000000000000000000000000"
-	q := newQueueKeys(key)
-	holder := newTestClient(t, cluster.ClientsT(t))
-	held, err := holder.TryAcquire(ctx, key, 30*time.Second)
+	held, err := newTestClient(t, cluster.ClientsT(t)).TryAcquire(ctx, key, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var served []string // places ahead of the dead one, all of them older than any real ticket
-	for i := range 9 {
-		served = append(served, fmt.Sprintf("served%026d", i))
-	}
+	return cluster, admin, ctx, held
+}
+
+// placeWaiters gives each member of places a place in q on every node, at its score (its
+// ticket), alive for a minute: waiters whose Clients never come, or that a test takes out by
+// hand.
+func placeWaiters(t *testing.T, ctx context.Context, admin []redis.UniversalClient, q queueKeys, places map[string]float64) {
+	t.Helper()
 	for _, rc := range admin {
 		now, err := rc.Time(ctx).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
 		alive := now.Add(time.Minute).UnixMilli()
-		for i, m := range served {
-			rc.ZAdd(ctx, q.queue, redis.Z{Score: float64(1 + i), Member: m})
+		for m, score := range places {
+			rc.ZAdd(ctx, q.queue, redis.Z{Score: score, Member: m})
 			rc.HSet(ctx, q.waiters, m, alive)
 		}
-		rc.ZAdd(ctx, q.queue, redis.Z{Score: 100, Member: dead})
-		rc.HSet(ctx, q.waiters, dead, alive)
 		rc.PExpire(ctx, q.queue, time.Minute)
 		rc.PExpire(ctx, q.waiters, time.Minute)
 	}
-	const delay = 100 * time.Millisecond
-	w := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(delay))
-	got := make(chan error, 1)
-	var at time.Time
+}
+
+// timedLock is when an Acquire had the lock, or its error.
+type timedLock struct {
+	at  time.Time
+	err error
+}
+
+// acquireTimed runs c.Acquire of key in the background; the lock is released as soon as it
+// is had, and the moment it was had (or the error) comes on the channel.
+func acquireTimed(ctx context.Context, c *Client, key string) <-chan timedLock {
+	got := make(chan timedLock, 1)
 	go func() {
-		l, err := w.Acquire(ctx, key, 30*time.Second)
-		at = time.Now()
+		l, err := c.Acquire(ctx, key, 30*time.Second)
+		r := timedLock{at: time.Now(), err: err}
 		if err == nil {
-			err = l.Release(ctx)
+			r.err = l.Release(ctx)
 		}
-		got <- err
+		got <- r
 	}()
-	testutil.WaitFor(t, 10*time.Second, "the live waiter to be queued on a quorum", func() bool {
-		return queuedOnQuorum(ctx, admin, key, w.id)
-	})
-	// Its attempt was refused with ten places ahead: its pause is at least half of
-	// queuePause(delay, 10), a second.
-	if p := queuePause(delay, 10) / 2; p < 5*delay {
-		t.Fatalf("the far waiter's shortest pause is %v, want one much longer than a retry pause", p)
-	}
-	for _, rc := range admin {
-		rc.ZRem(ctx, q.queue, anySlice(served)...)
-		rc.HDel(ctx, q.waiters, served...)
-	}
+	return got
+}
+
+// releaseAndTime releases held and returns how long after that the Acquire of got had its lock.
+func releaseAndTime(t *testing.T, ctx context.Context, held *Lock, got <-chan timedLock) time.Duration {
+	t.Helper()
 	released := time.Now()
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	took := at.Sub(released)
+	return r.at.Sub(released)
+}
+
+// wantPlaceGone checks that member's place in q is gone from at least quorum nodes.
+func wantPlaceGone(t *testing.T, ctx context.Context, admin []redis.UniversalClient, q queueKeys, member string, quorum int) {
+	t.Helper()
+	gone := 0
+	for _, rc := range admin {
+		if err := rc.ZScore(ctx, q.queue, member).Err(); errors.Is(err, redis.Nil) {
+			gone++
+		}
+	}
+	if gone < quorum {
+		t.Fatalf("the place of %s is gone from %d nodes, want a quorum (%d)", member, gone, quorum)
+	}
+}
+
+// TestRealQueueDeadHeadFarBack: the live waiter behind a waiter that died was far back in the
+// queue when it last tried, so its pause is long (ten places ahead: five to fifteen retry
+// delays, at most queuePollMax's). The places ahead of the dead one are then served (taken out
+// here), and the release tells the dead head its turn, which nobody hears, so the nodes tell
+// the live waiter that it is the runner-up (lua/queue.lua, qtell): it tries again by
+// runnerUpWait, after the grace, and takes the key then, not at the end of its long pause.
+// Before the runner-up was told, it waited out that pause: 0.45 to 1.4 s after the release
+// with 32 processes, in a helper's stress run.
+func TestRealQueueDeadHeadFarBack(t *testing.T) {
+	const key = "queue:dead:far"
+	cluster, admin, ctx, held := heldOnFive(t, key)
+	q := newQueueKeys(key)
+	places := map[string]float64{deadWaiter: 100}
+	var served []any // places ahead of the dead one, all of them older than any real ticket
+	for i := range 9 {
+		m := fmt.Sprintf("served%026d", i)
+		places[m] = float64(1 + i)
+		served = append(served, m)
+	}
+	placeWaiters(t, ctx, admin, q, places)
+	const delay = 100 * time.Millisecond
+	w := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(delay))
+	got := acquireTimed(ctx, w, key)
+	testutil.WaitFor(t, 10*time.Second, "the live waiter to be queued on a quorum", func() bool {
+		return queuedOnQuorum(ctx, admin, key, w.id)
+	})
+	// Its attempt was refused with ten places ahead: its pause is at least half of
+	// queuePause(delay, 10), which is a second.
+	if p := queuePause(delay, 10) / 2; p < 5*delay {
+		t.Fatalf("the far waiter's shortest pause is %v, want one much longer than a retry pause", p)
+	}
+	for _, rc := range admin {
+		rc.ZRem(ctx, q.queue, served...)
+		for _, m := range served {
+			rc.HDel(ctx, q.waiters, m.(string))
+		}
+	}
+	took := releaseAndTime(t, ctx, held, got)
 	t.Logf("the runner-up had the lock %v after the release (grace %v, runnerUpWait %v, its own pause at least %v)",
 		took, queueGrace(delay), runnerUpWait(delay), queuePause(delay, 10)/2)
 	if took > 2*delay {
 		t.Fatalf("the runner-up waited %v behind a dead head, want about runnerUpWait (%v), under two retry delays",
 			took, runnerUpWait(delay))
 	}
-}
-
-func anySlice(s []string) []any {
-	out := make([]any, len(s))
-	for i, x := range s {
-		out[i] = x
-	}
-	return out
+	wantPlaceGone(t, ctx, admin, q, deadWaiter, w.Quorum())
 }
 
 // TestRealQueueLeave: an Acquire that gives up (its context ends) takes its Client's place

@@ -147,13 +147,17 @@ func (s *queueScript) wantNotices(what string, want ...string) {
 	s.notices = nil
 }
 
+// scriptID names the n-th holder id of Client c in the queue's cases: 32 characters, as holder
+// ids are.
+func scriptID(c string, n int) string { return fmt.Sprintf("%s%031d", c, n) }
+
 // queueCases runs the queue's rules on one node; the timing cases need real time on the
 // node (TIME), which miniredis has too.
 func queueCases(t *testing.T, rc redis.UniversalClient) {
 	rc.FlushAll(context.Background())
 	s := newQueueScript(t, rc, "queue:k")
 	next := s.turns("B", "C", "D")
-	id := func(c string, n int) string { return fmt.Sprintf("%s%031d", c, n) } // 32 characters, as holder ids
+	id := scriptID
 
 	// One Client handing the key to its own next waiter, with nobody else queued: the
 	// release says the waiter may go (2), and no queue is made on the node for it.
@@ -327,7 +331,7 @@ func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 	rc.FlushAll(context.Background())
 	s := newQueueScript(t, rc, "queue:elsewhere")
 	next := s.turns("B", "C")
-	id := func(c string, n int) string { return fmt.Sprintf("%s%031d", c, n) }
+	id := scriptID
 	release := func(what, member, holder string, ticket int64, announce bool, want int64) {
 		t.Helper()
 		ra := releaseArgs{announce: announce, turn: true, member: member, ticket: ticket, live: s.live}
@@ -406,7 +410,7 @@ func queueRunnerUpCases(t *testing.T, rc redis.UniversalClient) {
 	rc.FlushAll(context.Background())
 	s := newQueueScript(t, rc, "queue:runner-up")
 	next := s.turns("B", "C")
-	id := func(c string, n int) string { return fmt.Sprintf("%s%031d", c, n) }
+	id := scriptID
 	s.acquire("H", id("H", 1), 10)
 	s.acquire("X", id("X", 1), 100) // X and Y: Clients that died, nobody listens on their channels
 	s.acquire("Y", id("Y", 1), 150)

@@ -316,19 +316,7 @@ func TestWaitQueueHeir(t *testing.T) {
 func TestTurnCatchUpAtQuorum(t *testing.T) {
 	_, clients := miniNodes(t, 5)
 	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
-	h := &c.wake
-	// The turn channel marked wanted before the key subscribes, so that the hub's connections
-	// never send its SUBSCRIBE: the confirmations below are the test's alone.
-	h.mu.Lock()
-	h.turnWanted = true
-	h.subscribeLocked(testKey, true)
-	h.mu.Unlock()
-	set, err := newLockKeys(testKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := c.wait.join(set, testKey, 1)
-	defer c.wait.leave(set, testKey, w)
+	h, w := queuedHubWaiter(t, c)
 	for node := range 2 {
 		h.turnSubscribed(node)
 		if _, kicked, _ := c.wait.head(testKey, w); kicked {
@@ -357,17 +345,8 @@ func TestRunnerUpNotice(t *testing.T) {
 	_, clients := miniNodes(t, 5)
 	const delay = 40 * time.Millisecond
 	c := newTestClient(t, clients, WithRetryDelay(delay))
-	h := &c.wake
-	h.mu.Lock()
-	h.turnWanted = true // no SUBSCRIBE of the test's making: the messages below are dispatched by hand
-	h.subscribeLocked(testKey, true)
-	h.mu.Unlock()
-	set, err := newLockKeys(testKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := c.wait.join(set, testKey, 1)
-	defer c.wait.leave(set, testKey, w)
+	h, w := queuedHubWaiter(t, c) // the messages below are dispatched by hand
+	set := mustLockKeys(t, testKey)
 	id := newHolderID()
 	notice := &redis.Message{Channel: h.turnCh, Payload: runnerUpMark + id + testKey}
 	other := &redis.Message{Channel: h.turnCh, Payload: runnerUpMark + id + "another"}
@@ -406,4 +385,30 @@ func TestRunnerUpNotice(t *testing.T) {
 	if err := c.waitTurn(ctx2, set, testKey, w, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waitTurn without a notice: %v, want the context's end before the minute's pause", err)
 	}
+}
+
+// queuedHubWaiter subscribes c's wake hub to testKey for a queued waiter and joins one such
+// waiter (ticket 1), left at the test's end. The turn channel is marked wanted before the key
+// subscribes, so that the hub's connections never send its SUBSCRIBE: the turn channel's
+// confirmations and messages are the test's alone.
+func queuedHubWaiter(t *testing.T, c *Client) (*wakeHub, *waiter) {
+	t.Helper()
+	h := &c.wake
+	h.mu.Lock()
+	h.turnWanted = true
+	h.subscribeLocked(testKey, true)
+	h.mu.Unlock()
+	set := mustLockKeys(t, testKey)
+	w := c.wait.join(set, testKey, 1)
+	t.Cleanup(func() { c.wait.leave(set, testKey, w) })
+	return h, w
+}
+
+func mustLockKeys(t *testing.T, key string) lockKeys {
+	t.Helper()
+	set, err := newLockKeys(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
 }
