@@ -688,7 +688,7 @@ func TestLeaveIsPendingRelease(t *testing.T) {
 		s.ZAdd(qa.keys.queue, 1, c.id)
 		s.HSet(qa.keys.waiters, c.id, "99999999999999")
 	}
-	c.leaveQueue(qa, testKey)
+	c.leaveQueue(testKey)
 	after := c.pending.after([]string{testKey})
 	if after == nil || after[2] == nil {
 		t.Fatal("no pending call to node 2, where the leave waits: the next acquire would not follow it")

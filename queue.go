@@ -132,12 +132,18 @@ func (c *Client) newQueueArgs(key string, ticket int64) *queueArgs {
 // acquire of the key goes after it on each node: else a new Acquire right after the one that
 // gave up could queue the Client on a node before the leave landed there and took that new
 // place out, and the nodes' queues would disagree on their head with nobody told its turn.
-func (c *Client) leaveQueue(qa *queueArgs, key string) {
+func (c *Client) leaveQueue(key string) {
 	if c.begin() != nil {
-		return // closed: the places expire
+		return // closed: Close takes the place out (sendLeave)
 	}
 	defer c.end()
-	cmd := newLeaveCommand(key, qa.keys, c.id, newHolderID())
+	c.sendLeave(key)
+}
+
+// sendLeave sends leave.lua for key to every node, in the order leaveQueue says; nothing waits
+// for it but Close (every call is counted until it is final).
+func (c *Client) sendLeave(key string) {
+	cmd := newLeaveCommand(key, newQueueKeys(key), c.id, newHolderID())
 	keys := []string{key}
 	after := c.pending.after(keys)
 	rel := c.pending.begin(keys, len(c.nodes))

@@ -158,6 +158,45 @@ func TestRealQueueDeadHead(t *testing.T) {
 	wantPlaceGone(t, ctx, admin, q, deadWaiter, w.Quorum())
 }
 
+// TestRealCloseLeavesTheQueue: a Client closed while one of its Acquire calls waits in a key's
+// queue takes its place out of the nodes' queues before Close returns, as a waiter that gives
+// up does (leave.lua), so the next waiter is told its turn by the holder's release at once.
+// Before, Close left the place to expire like a crash's: the release told the closed Client,
+// nobody heard it, and the next waiter (a retry delay of a minute here) waited for the
+// runner-up notice, 1.5 graces, 45 s.
+func TestRealCloseLeavesTheQueue(t *testing.T) {
+	const key = "queue:close"
+	cluster, admin, ctx, held := heldOnFive(t, key)
+	v := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+	vGot := make(chan error, 1)
+	go func() {
+		_, err := v.Acquire(ctx, key, 30*time.Second)
+		vGot <- err
+	}()
+	testutil.WaitFor(t, 10*time.Second, "the waiter to be closed to be queued on every node", func() bool {
+		return queuedOnEvery(ctx, admin, key, v.id)
+	})
+	r := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(time.Minute))
+	got := acquireTimed(ctx, r, key)
+	testutil.WaitFor(t, 10*time.Second, "the next waiter to be queued on a quorum", func() bool {
+		return queuedOnQuorum(ctx, admin, key, r.id)
+	})
+	if err := v.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-vGot; !errors.Is(err, ErrClosed) {
+		t.Fatalf("the closed Client's Acquire: %v, want ErrClosed", err)
+	}
+	if n := queuedOn(ctx, admin, key, v.id); n != 0 {
+		t.Fatalf("the closed Client still has a place on %d nodes after Close returned", n)
+	}
+	took := releaseAndTime(t, ctx, held, got)
+	t.Logf("the next waiter had the lock %v after the release", took)
+	if took > 5*time.Second {
+		t.Fatalf("the next waiter had the lock %v after the release, want it told its turn at once", took)
+	}
+}
+
 // deadWaiter is the id of a waiter whose Client never comes (it died).
 const deadWaiter = "dead0000000000000000000000000000"
 

@@ -402,7 +402,7 @@ func queueElsewhereCases(t *testing.T, rc redis.UniversalClient) {
 
 // queueRunnerUpCases: a turn told to a head that nobody hears (no connection listens on its
 // channel: its Client died) is followed by a runner-up notice to the next waiter that hears
-// it, passing over up to two more that nobody hears either; a head that hears its turn costs
+// it, passing over the others that nobody hears either; a head that hears its turn costs
 // no notice (queueCases checks that none came there). Then the runner-up's attempt after the
 // grace passes the dead head over and takes the key; a release tells a dead head's successor
 // the same way from a leave.
@@ -412,44 +412,51 @@ func queueRunnerUpCases(t *testing.T, rc redis.UniversalClient) {
 	next := s.turns("B", "C")
 	id := scriptID
 	s.acquire("H", id("H", 1), 10)
-	s.acquire("X", id("X", 1), 100) // X and Y: Clients that died, nobody listens on their channels
-	s.acquire("Y", id("Y", 1), 150)
+	// X, Y, V and W: Clients that died, nobody listens on their channels; four in a row, as
+	// when one host's processes go at once.
+	dead := []string{"X", "Y", "V", "W"}
+	for i, d := range dead {
+		s.acquire(d, id(d, 1), int64(100+10*i))
+	}
 	s.acquire("C", id("C", 1), 200)
 	s.acquire("B", id("B", 1), 300)
-	s.wantMembers("queued behind H", "X", "Y", "C", "B")
+	s.wantMembers("queued behind H", "X", "Y", "V", "W", "C", "B")
 	if v := s.release("H", id("H", 1), 0, true); v != 1 {
 		t.Fatalf("H's release: %d, want 1", v)
 	}
-	s.nextNotice("C", id("H", 1)+s.key) // not Y (nobody hears it), not B (C heard it)
+	s.nextNotice("C", id("H", 1)+s.key) // not Y, V or W (nobody hears them), not B (C heard it)
 	// Within the grace C is refused; after it, X is passed over and Y, the head now, is told,
-	// which nobody hears: C is told again, and C's next attempt takes the key.
-	if tok, _, rank := s.acquire("C", id("C", 2), 200); tok != 0 || rank != 2 {
-		t.Fatalf("C within the grace: token %d, rank %d; want refused, rank 2", tok, rank)
+	// which nobody hears: C is told again. So each dead waiter costs one grace, and C's
+	// attempt after the last one takes the key.
+	if tok, _, rank := s.acquire("C", id("C", 2), 200); tok != 0 || rank != 4 {
+		t.Fatalf("C within the grace: token %d, rank %d; want refused, rank 4", tok, rank)
 	}
 	s.grace = 1
-	time.Sleep(5 * time.Millisecond)
-	if tok, _, rank := s.acquire("C", id("C", 3), 200); tok != 0 || rank != 1 {
-		t.Fatalf("C after the grace: token %d, rank %d; want refused behind Y, rank 1", tok, rank)
+	for i := range dead[:len(dead)-1] {
+		time.Sleep(5 * time.Millisecond)
+		if tok, _, rank := s.acquire("C", id("C", 3+i), 200); tok != 0 || rank != len(dead)-1-i {
+			t.Fatalf("C after %d graces: token %d, rank %d; want refused, rank %d", i+1, tok, rank, len(dead)-1-i)
+		}
+		s.wantMembers(dead[i]+" passed over", append(append([]string{}, dead[i+1:]...), "C", "B")...)
+		s.nextNotice("C", id("C", 3+i)+s.key)
 	}
-	s.wantMembers("X passed over", "Y", "C", "B")
-	s.nextNotice("C", id("C", 3)+s.key)
 	time.Sleep(5 * time.Millisecond)
-	if tok, _, _ := s.acquire("C", id("C", 4), 200); tok <= 0 {
-		t.Fatal("C refused once the grace had passed over Y too")
+	if tok, _, _ := s.acquire("C", id("C", 9), 200); tok <= 0 {
+		t.Fatal("C refused once the grace had passed every dead waiter over")
 	}
 	s.wantMembers("C took the key", "B")
 	// A live head hears its turn: no notice for the waiter behind it.
 	s.grace = 60000
 	s.acquire("Z", id("Z", 1), 400)
-	if v := s.release("C", id("C", 4), 0, true); v != 1 {
+	if v := s.release("C", id("C", 9), 0, true); v != 1 {
 		t.Fatalf("C's release: %d, want 1", v)
 	}
-	if m := next(); m.Channel != turnChannel("B") || m.Payload != id("C", 4)+s.key {
+	if m := next(); m.Channel != turnChannel("B") || m.Payload != id("C", 9)+s.key {
 		t.Fatalf("turn message %q on %q, want C's release on B's channel", m.Payload, m.Channel)
 	}
 	// leave.lua tells the next head the same way: B gives up as the head of the free key, Z
 	// (dead) is told, nobody hears it, and C behind it is told it is the runner-up.
-	s.acquire("C", id("C", 5), 500)
+	s.acquire("C", id("C", 10), 500)
 	s.wantMembers("B told, Z and C behind it", "B", "Z", "C")
 	if v, err := newLeaveCommand(s.key, s.q, "B", id("L", 1)).run(s.ctx, rc); err != nil || v != 1 {
 		t.Fatalf("leave: %d, %v", v, err)

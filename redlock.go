@@ -96,7 +96,8 @@ func (c *Client) Quorum() int { return c.quorum }
 func (c *Client) Nodes() int { return len(c.nodes) }
 
 // Close shuts the Client down, and always returns nil. Acquire calls that wait return
-// ErrClosed at once; Close waits for the calls in flight (a running [Client.Do] included) and
+// ErrClosed at once, and their places in the nodes' waiter queues are given up as a waiter
+// whose context ended gives its place up; Close waits for the calls in flight (a running [Client.Do] included) and
 // the background work they started, releases every Lock of this Client still held, waits for
 // those releases, and makes every later call fail with ErrClosed. A Release after Close
 // matches ErrReleased when Close released that lock, ErrClosed when it could not. Close does
@@ -112,8 +113,13 @@ func (c *Client) Close() error {
 		<-c.closeDone
 		return nil
 	}
-	c.wait.closeAll() // Acquire calls waiting for a key return ErrClosed at once
-	c.wake.close()    // the subscriptions and their goroutines
+	placed := c.wait.closeAll() // Acquire calls waiting for a key return ErrClosed at once
+	c.wake.close()              // the subscriptions and their goroutines
+	for _, key := range placed {
+		// Their places in the nodes' queues go, as their own leave would have taken them
+		// (the waiters' leaves find the Client closed); waited for below with every call.
+		c.sendLeave(key)
+	}
 	c.heldMu.Lock()
 	leaders := make([]*Leadership, 0, len(c.leaders))
 	for ld := range c.leaders {

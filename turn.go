@@ -181,7 +181,7 @@ func (t *turn) leave(won bool) (placedWon bool) {
 		t.c.unsubscribe(t.set)
 	}
 	if t.qa != nil && !won && placed && last {
-		t.c.leaveQueue(t.qa, t.set.keys[0]) // the place on the nodes is nobody's now
+		t.c.leaveQueue(t.set.keys[0]) // the place on the nodes is nobody's now
 	}
 	return t.qa != nil && won && placed && last
 }

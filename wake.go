@@ -242,19 +242,24 @@ func (q *waitQueues) leave(set lockKeys, key string, w *waiter) (empty, placed b
 }
 
 // closeAll wakes every waiter of every key: the client is closing, and their next attempt
-// returns ErrClosed at once instead of after a retry pause each.
-func (q *waitQueues) closeAll() {
+// returns ErrClosed at once instead of after a retry pause each. It returns the keys whose
+// waiters may have a place on the nodes (placed), for Close to take them out.
+func (q *waitQueues) closeAll() (placed []string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !q.closed && q.done != nil {
 		close(q.done)
 	}
 	q.closed = true
-	for _, l := range q.m {
+	for key, l := range q.m {
 		for _, w := range l {
 			pokeWaiter(w)
 		}
+		if q.placed[key] {
+			placed = append(placed, key)
+		}
 	}
+	return placed
 }
 
 // catchUp wakes the head of key's queue, and of every multi-key set's queue that contains

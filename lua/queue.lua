@@ -64,13 +64,16 @@ end
 -- connection of the head's Client listens on its channel here: its process is gone, or its
 -- connection to this node is), the waiter after it is told that its turn may come soon:
 -- runnerUpMark .. msg on its channel, and it tries again just after the grace (wakehub.go,
--- soonFrom). If nobody receives that either, the one after it is told, up to 3 of them. A head
--- that is alive and listening costs nothing more: a turn's PUBLISH reports its receivers.
+-- soonFrom). If nobody receives that either, the one after it is told, and so on down the
+-- queue until one hears it, at most 16 of them (as qhead, so that a script stays short). The
+-- one told passes one dead waiter over per grace: when the next head is dead too, its turn is
+-- unheard, and the same waiter is told again. A head that is alive and listening costs
+-- nothing more: a turn's PUBLISH reports its receivers.
 local function qtell(queue, prefix, head, msg)
   if redis.call('PUBLISH', prefix .. head, msg) > 0 then
     return
   end
-  local next = redis.call('ZRANGE', queue, 1, 3)
+  local next = redis.call('ZRANGE', queue, 1, 16)
   for i = 1, #next do
     if redis.call('PUBLISH', prefix .. next[i], '~' .. msg) > 0 then
       return
