@@ -97,13 +97,14 @@ func (c *Client) Nodes() int { return len(c.nodes) }
 
 // Close shuts the Client down, and always returns nil. Acquire calls that wait return
 // ErrClosed at once, and their places in the nodes' waiter queues are given up as a waiter
-// whose context ended gives its place up; Close waits for the calls in flight (a running [Client.Do] included) and
-// the background work they started, releases every Lock of this Client still held, waits for
-// those releases, and makes every later call fail with ErrClosed. A Release after Close
-// matches ErrReleased when Close released that lock, ErrClosed when it could not. Close does
-// not close the node clients: stop the work that uses the locks, Close the Client, then close
-// them (docs/operations.md, "Shutdown order", which also says how long a hung node can delay
-// Close). Idempotent and safe for concurrent use; a second Close waits for the first.
+// whose context ended gives its place up; Close waits for the calls in flight (a running
+// [Client.Do] included) and the background work they started, releases every Lock of this
+// Client still held, waits for those releases, and makes every later call fail with
+// ErrClosed. A Release after Close matches ErrReleased when Close released that lock,
+// ErrClosed when it could not. Close does not close the node clients: stop the work that
+// uses the locks, Close the Client, then close them (docs/operations.md, "Shutdown order",
+// which also says how long a hung node can delay Close). Idempotent and safe for concurrent
+// use; a second Close waits for the first.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	first := !c.closed
