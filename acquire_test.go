@@ -201,10 +201,7 @@ func TestCancelMidAcquire(t *testing.T) {
 		t.Cleanup(func() { rc.Close() })
 		clients = append(clients, rc)
 	}
-	c, err := New(clients, WithNodeTimeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, clients, WithNodeTimeout(time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -214,7 +211,7 @@ func TestCancelMidAcquire(t *testing.T) {
 	// Wait until both live nodes have applied the SET, then cancel.
 	testutil.WaitFor(t, 10*time.Second, "the key on nodes 0 and 1", func() bool { return servers[0].Exists(testKey) && servers[1].Exists(testKey) })
 	cancel()
-	err = <-done
+	err := <-done
 	if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want ErrNotAcquired and context.Canceled", err)
 	}
@@ -238,10 +235,7 @@ func TestHungMinorityDoesNotDelay(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: h.addr()})
 	t.Cleanup(func() { rc.Close() })
 	clients = append(clients, rc)
-	c, err := New(clients, WithNodeTimeout(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, clients, WithNodeTimeout(time.Minute))
 	ctx := ctxT(t, 30*time.Second)
 	start := time.Now()
 	for range 20 {
@@ -277,12 +271,9 @@ func TestNodeTimeoutBoundsHungMajority(t *testing.T) {
 		t.Cleanup(func() { rc.Close() })
 		clients = append(clients, rc)
 	}
-	c, err := New(clients, WithNodeTimeout(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, clients, WithNodeTimeout(200*time.Millisecond))
 	start := time.Now()
-	_, err = c.TryAcquire(ctxT(t, time.Minute), testKey, time.Minute)
+	_, err := c.TryAcquire(ctxT(t, time.Minute), testKey, time.Minute)
 	elapsed := time.Since(start)
 	if !errors.Is(err, ErrNotAcquired) || !(errors.Is(err, transport.ErrTimeout) || errors.Is(err, transport.ErrStalled)) {
 		t.Fatalf("got %v, want ErrNotAcquired with per-node timeouts or stalled nodes", err)

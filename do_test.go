@@ -103,7 +103,7 @@ func TestRealDoRenews(t *testing.T) {
 	const ttl = 400 * time.Millisecond
 	ctx := ctxT(t, time.Minute)
 	var tries int
-	lag := schedLag()
+	lag := schedLag(t)
 	err := c.Do(ctx, "do:renew", ttl, func(ctx context.Context, l *Lock) error {
 		end := time.Now().Add(8 * ttl)
 		for time.Now().Before(end) {
@@ -144,16 +144,13 @@ func TestRealDoRenews(t *testing.T) {
 func TestRealDoCancelsBeforeExpiry(t *testing.T) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	clients := cluster.ClientsT(t)
-	c, err := New(clients, WithNodeTimeout(50*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, clients, WithNodeTimeout(50*time.Millisecond))
 	const ttl = 600 * time.Millisecond
 	fnErr := errors.New("stopped early")
 	var cancelledAt, until time.Time
 	var cause error
-	lag := schedLag()
-	err = c.Do(ctxT(t, time.Minute), "do:lost", ttl, func(ctx context.Context, l *Lock) error {
+	lag := schedLag(t)
+	err := c.Do(ctxT(t, time.Minute), "do:lost", ttl, func(ctx context.Context, l *Lock) error {
 		for _, n := range cluster.Nodes()[:3] {
 			if err := n.Pause(); err != nil {
 				t.Error(err)
@@ -202,13 +199,10 @@ func TestRealDoToleratesMinorityFlaps(t *testing.T) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	// A node timeout and a TTL with room for a busy machine (the healthy three must answer
 	// every renewal within the node timeout); the flaps scale with the TTL.
-	c, err := New(cluster.ClientsT(t), WithNodeTimeout(150*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, cluster.ClientsT(t), WithNodeTimeout(150*time.Millisecond))
 	const ttl = 900 * time.Millisecond
 	var flaps atomic.Int32
-	err = c.Do(ctxT(t, time.Minute), "do:flaps", ttl, func(ctx context.Context, l *Lock) error {
+	err := c.Do(ctxT(t, time.Minute), "do:flaps", ttl, func(ctx context.Context, l *Lock) error {
 		for round := range 8 {
 			victims := [][]*redisproc.Node{cluster.Nodes()[3:5], cluster.Nodes()[3:4], cluster.Nodes()[4:5]}[round%3]
 			for _, n := range victims {

@@ -181,8 +181,9 @@ func aheadOfSeeds() int64 { return time.Now().Add(time.Hour).UnixMicro() }
 // schedLag starts measuring how late a 5 ms ticker fires, at most, until the returned
 // function is called: how far this process is from being scheduled on time. A test whose
 // bound assumes timers run on time (within a cancel margin, say) can tell a starved machine
-// from a broken bound with it.
-func schedLag() (stop func() time.Duration) {
+// from a broken bound with it. It stops at tb's cleanup if not before (a test that fails
+// first leaves no ticker running).
+func schedLag(tb testing.TB) (stop func() time.Duration) {
 	const every = 5 * time.Millisecond
 	done := make(chan struct{})
 	var worst time.Duration
@@ -202,11 +203,13 @@ func schedLag() (stop func() time.Duration) {
 		}
 	})
 	var once sync.Once
-	return func() time.Duration {
+	stop = func() time.Duration {
 		once.Do(func() { close(done) })
 		wg.Wait()
 		return worst
 	}
+	tb.Cleanup(func() { stop() })
+	return stop
 }
 
 // aclUserClients returns one go-redis client per address that logs in as the ACL user "lock"

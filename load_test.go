@@ -120,7 +120,7 @@ func TestRealManyHeldLocks(t *testing.T) {
 	c := newTestClient(t, clients)
 	ctx := t.Context() // no deadline: under load the acquire phase takes what it takes
 	before := runtime.NumGoroutine()
-	lag := schedLag()
+	lag := schedLag(t)
 
 	var wg sync.WaitGroup
 	var held, lost atomic.Int32

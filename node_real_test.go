@@ -136,10 +136,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 func TestRealHungNode(t *testing.T) {
 	cluster := redisproc.StartT(t, 5, redisproc.Config{})
 	clients := cluster.ClientsT(t)
-	c, err := New(clients, WithNodeTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
 	healthyAcq, healthyRel := latencies(t, c, "real:healthy", 50)
 	if err := cluster.Nodes()[2].Pause(); err != nil {
 		t.Fatal(err)

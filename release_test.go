@@ -87,10 +87,7 @@ func TestConcurrentRelease(t *testing.T) {
 // that Close did it.
 func TestCloseReleasesHeldLocks(t *testing.T) {
 	servers, clients := miniNodes(t, 3)
-	c, err := New(clients, WithNodeTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second))
 	ctx := ctxT(t, 10*time.Second)
 	var locks []*Lock
 	for _, k := range []string{"close:a", "close:b", "close:c"} {
@@ -142,10 +139,7 @@ func TestCloseWakesWaiters(t *testing.T) {
 		s.Set(testKey, "someone-else")
 		s.SetTTL(testKey, time.Hour)
 	}
-	c, err := New(clients, WithNodeTimeout(2*time.Second), WithRetryDelay(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newTestClient(t, clients, WithNodeTimeout(2*time.Second), WithRetryDelay(time.Minute))
 	ctx := ctxT(t, 30*time.Second)
 	errs := make(chan error, 50)
 	for range 50 {
