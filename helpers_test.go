@@ -25,14 +25,38 @@ func miniNodes(tb testing.TB, n int) ([]*miniredis.Miniredis, []redis.UniversalC
 		rc := redis.NewClient(&redis.Options{Addr: servers[i].Addr()})
 		tb.Cleanup(func() { rc.Close() })
 		clients[i] = rc
+		inProcess.Store(rc, true)
+		tb.Cleanup(func() { inProcess.Delete(rc) })
 	}
 	return servers, clients
 }
 
+// inProcess holds the node clients made by miniNodes: clients of servers that run inside
+// the test's own process.
+var inProcess sync.Map
+
+// inProcessNodeTimeout is newTestClient's node timeout for Clients whose nodes all run in
+// the test's process (miniNodes), unless the test gives its own: such a node answers only
+// when the test's process is scheduled, and a -race run of every package on two cores has
+// starved it past the default 100 ms (a release then failed on two nodes of three, once in
+// TestSlotCountersBoundMemory, once in TestAcquireAfterOwnRelease). A real redis-server
+// answers whatever this process does, so tests on real nodes keep the default.
+const inProcessNodeTimeout = 2 * time.Second
+
 // newTestClient builds a Client and closes it when the test ends (before the node clients,
-// since cleanups run last-in first-out).
+// since cleanups run last-in first-out). Over miniNodes' clients alone its node timeout is
+// inProcessNodeTimeout unless opts set one.
 func newTestClient(tb testing.TB, clients []redis.UniversalClient, opts ...Option) *Client {
 	tb.Helper()
+	all := len(clients) > 0
+	for _, rc := range clients {
+		if _, ok := inProcess.Load(rc); !ok {
+			all = false
+		}
+	}
+	if all { // first, so that the test's own WithNodeTimeout wins
+		opts = append([]Option{WithNodeTimeout(inProcessNodeTimeout)}, opts...)
+	}
 	c, err := New(clients, opts...)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
