@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/bits"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,6 +256,55 @@ func TestHungMinorityDoesNotDelay(t *testing.T) {
 		t.Fatalf("20 acquire/extend/release rounds took %v with one hung node", d)
 	}
 	h.close()
+	c.Close()
+}
+
+// TestUnawaitedNodesSaySo: an acquire that three of five nodes refuse has failed whatever
+// the other two answer, so it returns without waiting for them (their node timeout is a
+// minute, and they never answer), and its error says of those two that their reply was not
+// awaited (errAbandoned), not that they timed out or refused.
+func TestUnawaitedNodesSaySo(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	for _, s := range servers {
+		s.Set(testKey, "someone-else")
+	}
+	var hung []*hungNode
+	for range 2 {
+		h := startHungNode(t)
+		hung = append(hung, h)
+		rc := redis.NewClient(&redis.Options{Addr: h.addr()})
+		t.Cleanup(func() { rc.Close() })
+		clients = append(clients, rc)
+	}
+	c := newTestClient(t, clients, WithNodeTimeout(time.Minute))
+	start := time.Now()
+	_, err := c.TryAcquire(ctxT(t, 30*time.Second), testKey, time.Minute)
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
+		t.Fatalf("the acquire took %v: it waited for a node it did not need", elapsed)
+	}
+	var qe *QuorumError
+	if !errors.As(err, &qe) || !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("got %v, want a *QuorumError matching ErrNotAcquired", err)
+	}
+	if qe.Nodes == nil || len(qe.Nodes.Errors) != 5 {
+		t.Fatalf("got %v, want an entry for each of the five nodes", err)
+	}
+	for _, e := range qe.Nodes.Errors {
+		var ne *NodeError
+		if !errors.As(e, &ne) {
+			t.Fatalf("entry %v is not a *NodeError", e)
+		}
+		unawaited := errors.Is(ne, errAbandoned)
+		if unawaited != (ne.Node >= 3) || errors.Is(ne, transport.ErrTimeout) {
+			t.Fatalf("node %d: %v; want the reply not awaited exactly on the hung nodes 3 and 4", ne.Node, ne.Err)
+		}
+	}
+	if !strings.Contains(err.Error(), "node 4 ("+hung[1].addr()+"): reply not awaited") {
+		t.Fatalf("error %q does not say that node 4's reply was not awaited", err)
+	}
+	for _, h := range hung {
+		h.close()
+	}
 	c.Close()
 }
 

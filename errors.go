@@ -90,8 +90,11 @@ var errValidityExpired = errors.New("validity time used up before a quorum agree
 // node was still queued: it was cancelled, so the key was never set there.
 var errAcquireNotSent = errors.New("the acquire was never sent to this node (cancelled by the release)")
 
-// errAbandoned is a node's error when the outcome was decided before it answered.
-var errAbandoned = errors.New("outcome decided before the node answered")
+// errAbandoned is a node's entry in a failed operation's error when the failure was
+// decided before the node answered (a quorum was out of reach without it, the validity time
+// ran out, or the context ended): its reply was not awaited, so its own fault, if any, is
+// unknown.
+var errAbandoned = errors.New("reply not awaited: the operation had already failed without it")
 
 // invalidf builds an error that matches ErrInvalidArgument.
 func invalidf(format string, args ...any) error {
