@@ -47,6 +47,11 @@ type Client struct {
 // out of range. Sentinel-managed clients (redis.NewFailoverClient) have no address of their
 // own and are told apart by run_id alone. The clients stay owned by the caller: Close does
 // not close them.
+//
+// An even number of nodes is accepted, and New logs a warning (Warn, to [WithLogger]'s
+// logger): its majority tolerates no more failed nodes than one node fewer would (2 nodes:
+// quorum 2, none may fail; 4 nodes: quorum 3, one), while each acquire pays for the extra
+// node. Use an odd number; the Redlock algorithm's description (redis.io) uses 5.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	ns, err := newNodes(nodes)
 	if err != nil {
@@ -85,6 +90,10 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err := c.checkDistinct(); err != nil {
 		c.Close()
 		return nil, err
+	}
+	if n := len(c.nodes); n%2 == 0 {
+		c.cfg.logger.Warn("redlock: an even number of nodes tolerates no more failed nodes than one node fewer; use an odd number (the Redlock algorithm's description uses 5)",
+			"nodes", n, "quorum", q, "failures_tolerated", n-q)
 	}
 	return c, nil
 }

@@ -4,6 +4,8 @@ package redlock
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -62,6 +64,25 @@ func TestNewRejectsBadInput(t *testing.T) {
 	defer c.Close()
 	if c.Quorum() != 3 || c.Nodes() != 3 {
 		t.Fatalf("quorum %d of %d, want 3 of 3", c.Quorum(), c.Nodes())
+	}
+}
+
+// TestNewWarnsOfEvenNodes: New accepts an even number of nodes and logs one warning saying
+// so, with the quorum and the failures it tolerates; an odd number logs nothing.
+func TestNewWarnsOfEvenNodes(t *testing.T) {
+	for n := 1; n <= 6; n++ {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			_, clients := miniNodes(t, n)
+			logs := &countingHandler{match: "even number of nodes"}
+			c := newTestClient(t, clients, WithLogger(slog.New(logs)))
+			want := 0
+			if n%2 == 0 {
+				want = 1
+			}
+			if got := logs.count(); got != want {
+				t.Fatalf("%d nodes (quorum %d): %d warnings, want %d", n, c.Quorum(), got, want)
+			}
+		})
 	}
 }
 
