@@ -48,10 +48,11 @@ type Client struct {
 // own and are told apart by run_id alone. The clients stay owned by the caller: Close does
 // not close them.
 //
-// An even number of nodes is accepted, and New logs a warning (Warn, to [WithLogger]'s
-// logger): its majority tolerates no more failed nodes than one node fewer would (2 nodes:
-// quorum 2, none may fail; 4 nodes: quorum 3, one), while each acquire pays for the extra
-// node. Use an odd number; the Redlock algorithm's description (redis.io) uses 5.
+// An even number of nodes is accepted; without [WithAmnesiaTolerance], New then logs a
+// warning (Warn, to [WithLogger]'s logger): its majority tolerates no more failed nodes than
+// one node fewer would (2 nodes: quorum 2, none may fail; 4 nodes: quorum 3, one), while each
+// acquire pays for the extra node. Use an odd number; the Redlock algorithm's description
+// (redis.io) uses 5.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	ns, err := newNodes(nodes)
 	if err != nil {
@@ -91,7 +92,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.Close()
 		return nil, err
 	}
-	if n := len(c.nodes); n%2 == 0 {
+	if n := len(c.nodes); n%2 == 0 && cfg.amnesiaTolerance == 0 {
 		c.cfg.logger.Warn("redlock: an even number of nodes tolerates no more failed nodes than one node fewer; use an odd number (the Redlock algorithm's description uses 5)",
 			"nodes", n, "quorum", q, "failures_tolerated", n-q)
 	}

@@ -67,22 +67,28 @@ func TestNewRejectsBadInput(t *testing.T) {
 	}
 }
 
-// TestNewWarnsOfEvenNodes: New accepts an even number of nodes and logs one warning saying
-// so, with the quorum and the failures it tolerates; an odd number logs nothing.
+// TestNewWarnsOfEvenNodes: New accepts an even number of nodes and, without amnesia
+// tolerance, logs one warning saying so; an odd number logs nothing, and neither does an
+// even number with amnesia tolerance 1 (4 nodes then tolerate one failed node, 3 none).
 func TestNewWarnsOfEvenNodes(t *testing.T) {
 	for n := 1; n <= 6; n++ {
-		t.Run(fmt.Sprint(n), func(t *testing.T) {
-			_, clients := miniNodes(t, n)
-			logs := &countingHandler{match: "even number of nodes"}
-			c := newTestClient(t, clients, WithLogger(slog.New(logs)))
-			want := 0
-			if n%2 == 0 {
-				want = 1
+		for _, f := range []int{0, 1} {
+			if f >= n {
+				continue
 			}
-			if got := logs.count(); got != want {
-				t.Fatalf("%d nodes (quorum %d): %d warnings, want %d", n, c.Quorum(), got, want)
-			}
-		})
+			t.Run(fmt.Sprintf("n=%d,f=%d", n, f), func(t *testing.T) {
+				_, clients := miniNodes(t, n)
+				logs := &countingHandler{match: "even number of nodes"}
+				c := newTestClient(t, clients, WithLogger(slog.New(logs)), WithAmnesiaTolerance(f))
+				want := 0
+				if n%2 == 0 && f == 0 {
+					want = 1
+				}
+				if got := logs.count(); got != want {
+					t.Fatalf("%d nodes (quorum %d): %d warnings, want %d", n, c.Quorum(), got, want)
+				}
+			})
+		}
 	}
 }
 
