@@ -380,8 +380,12 @@ func WithClock(clk Clock) Option {
 	}
 }
 
-// WithLogger sets the logger for per-node failures (Debug), slow-path raises (Debug) and
-// failed undos (Warn). Default: a logger that discards everything.
+// WithLogger sets the logger of the library's records, all with a message beginning
+// "redlock: ". Warn: New's warning of an even number of nodes, undos that stop or start
+// reaching a node (Warn, then Info when they reach it again), a Do whose lock was lost or
+// whose release failed. Debug: per-node failures of acquire, extend, release and renewal,
+// fence counter raises, healing, and wake-up subscriptions failing and coming back. Default:
+// a logger that discards everything.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
