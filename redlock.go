@@ -93,7 +93,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	if n := len(c.nodes); n%2 == 0 && cfg.amnesiaTolerance == 0 {
-		c.cfg.logger.Warn("redlock: an even number of nodes tolerates no more failed nodes than one node fewer; use an odd number (the Redlock algorithm's description uses 5)",
+		c.cfg.logger.Warn("redlock: an even number of nodes tolerates no more failed nodes than one node fewer would; use an odd number (the Redlock algorithm's description uses 5)",
 			"nodes", n, "quorum", q, "failures_tolerated", n-q)
 	}
 	return c, nil

@@ -150,6 +150,10 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	if cfg.keys[0] == "" { // checked again by the library; here so that it is not a PING error
 		return usageErrorf("exec: %s is empty", cfg.argName())
 	}
+	if n := len(urls); n%2 == 0 && cfg.amnesia == 0 && !cfg.verbose { // --verbose shows the library's own warning
+		fmt.Fprintf(x.e.stderr, "redlock: %s: warning: %d nodes, quorum %d: a majority of an even number of nodes tolerates no more failed nodes than one node fewer would (%d here); use an odd number (the Redlock algorithm's description uses 5)\n",
+			cfg.command(), n, c.Quorum(), n-c.Quorum())
+	}
 	if err := x.preflight(acqCtx, urls, c.Quorum()); err != nil {
 		if intr, ok := errors.AsType[*interrupted](context.Cause(acqCtx)); ok {
 			return x.interruptedErr(intr)

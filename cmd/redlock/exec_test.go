@@ -271,6 +271,36 @@ func TestRealExecMultiKey(t *testing.T) {
 	}
 }
 
+// TestRealExecWarnsOfEvenNodes: exec (and elect) on an even number of nodes runs the command
+// and says on stderr, in one line, that such a majority tolerates no more failed nodes than
+// one node fewer would; with an odd number, or with an amnesia tolerance, it says nothing.
+func TestRealExecWarnsOfEvenNodes(t *testing.T) {
+	t.Parallel()
+	_, all := startCluster(t, 3)
+	two := strings.Join(strings.Split(all, ",")[:2], ",")
+	for _, tc := range []struct {
+		cmd   string
+		nodes string
+		extra []string
+		warn  bool
+	}{
+		{"exec", two, nil, true},
+		{"elect", two, nil, true},
+		{"exec", two, []string{"--amnesia-tolerance", "1"}, false},
+		{"exec", all, nil, false},
+	} {
+		argv := append(append([]string{tc.cmd, "--nodes", tc.nodes}, tc.extra...), "even", "--", "true")
+		code, _, errOut := runBin(t, nil, argv...)
+		if code != 0 {
+			t.Fatalf("%v: exit code %d, stderr %q", argv, code, errOut)
+		}
+		want := "redlock: " + tc.cmd + ": warning: 2 nodes, quorum 2: a majority of an even number of nodes tolerates no more failed nodes than one node fewer would (0 here)"
+		if got := strings.Contains(errOut, want); got != tc.warn || (!tc.warn && errOut != "") || strings.Count(errOut, "\n") > 1 {
+			t.Fatalf("%v: stderr %q, want the warning: %v", argv, errOut, tc.warn)
+		}
+	}
+}
+
 // TestRealCounterLayoutFlag: exec --counter-layout key mints consecutive tokens from the key's
 // own counter and leaves the slot counter alone; the default, slot, mints from the slot
 // counter (and keeps the per-key counter, which now exists, up with it); each layout's tokens
