@@ -193,15 +193,7 @@ func foreignHolder(t *testing.T, fenced bool, opts ...Option) {
 // No key may stay behind, on the live nodes or on the hung ones once they answer.
 func TestCancelMidAcquire(t *testing.T) {
 	servers, live := miniNodes(t, 2)
-	clients := append([]redis.UniversalClient(nil), live...)
-	var hung []*hungNode
-	for range 3 {
-		h := startHungNode(t)
-		hung = append(hung, h)
-		rc := redis.NewClient(&redis.Options{Addr: h.addr()})
-		t.Cleanup(func() { rc.Close() })
-		clients = append(clients, rc)
-	}
+	clients, hung := withHungNodes(t, live, 3)
 	c := newTestClient(t, clients, WithNodeTimeout(time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -264,18 +256,11 @@ func TestHungMinorityDoesNotDelay(t *testing.T) {
 // minute, and they never answer), and its error says of those two that their reply was not
 // awaited (errAbandoned), not that they timed out or refused.
 func TestUnawaitedNodesSaySo(t *testing.T) {
-	servers, clients := miniNodes(t, 3)
+	servers, live := miniNodes(t, 3)
 	for _, s := range servers {
 		s.Set(testKey, "someone-else")
 	}
-	var hung []*hungNode
-	for range 2 {
-		h := startHungNode(t)
-		hung = append(hung, h)
-		rc := redis.NewClient(&redis.Options{Addr: h.addr()})
-		t.Cleanup(func() { rc.Close() })
-		clients = append(clients, rc)
-	}
+	clients, hung := withHungNodes(t, live, 2)
 	c := newTestClient(t, clients, WithNodeTimeout(time.Minute))
 	start := time.Now()
 	_, err := c.TryAcquire(ctxT(t, 30*time.Second), testKey, time.Minute)
@@ -312,15 +297,8 @@ func TestUnawaitedNodesSaySo(t *testing.T) {
 // timeout instead of the go-redis read timeout, or at once when the hung nodes are already
 // known to be stalled (New's INFO call to them may have timed out first).
 func TestNodeTimeoutBoundsHungMajority(t *testing.T) {
-	_, clients := miniNodes(t, 2)
-	var hung []*hungNode
-	for range 3 {
-		h := startHungNode(t)
-		hung = append(hung, h)
-		rc := redis.NewClient(&redis.Options{Addr: h.addr()})
-		t.Cleanup(func() { rc.Close() })
-		clients = append(clients, rc)
-	}
+	_, live := miniNodes(t, 2)
+	clients, hung := withHungNodes(t, live, 3)
 	c := newTestClient(t, clients, WithNodeTimeout(200*time.Millisecond))
 	start := time.Now()
 	_, err := c.TryAcquire(ctxT(t, time.Minute), testKey, time.Minute)

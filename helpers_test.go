@@ -107,6 +107,21 @@ func startHungNode(tb testing.TB) *hungNode {
 	return h
 }
 
+// withHungNodes returns clients followed by clients of k nodes that accept connections and
+// never answer (startHungNode, with go-redis's default options), and those nodes.
+func withHungNodes(tb testing.TB, clients []redis.UniversalClient, k int) ([]redis.UniversalClient, []*hungNode) {
+	tb.Helper()
+	out := append([]redis.UniversalClient(nil), clients...)
+	hung := make([]*hungNode, k)
+	for i := range hung {
+		hung[i] = startHungNode(tb)
+		rc := redis.NewClient(&redis.Options{Addr: hung[i].addr()})
+		tb.Cleanup(func() { rc.Close() })
+		out = append(out, rc)
+	}
+	return out, hung
+}
+
 func (h *hungNode) addr() string { return h.ln.Addr().String() }
 
 // close drops every connection, so clients blocked on a read get an error at once.
