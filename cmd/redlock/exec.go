@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -198,7 +199,7 @@ func (x *execRun) hold(ctx context.Context, c *redlock.Client, r *router) (*chil
 		if !r.begin() {
 			return errNotStarted
 		}
-		x.notef("%s %s, token %s, valid for %v; running %s", cfg.taken(), cfg.subject(), strings.Join(h.tokens, ","), time.Until(h.until()).Round(time.Millisecond), strings.Join(cfg.argv, " "))
+		x.notef("%s %s, token %s, valid for %v; running %s", cfg.taken(), cfg.subject(), strings.Join(h.tokens, ","), time.Until(h.until()).Round(time.Millisecond), quoteArgs(cfg.argv))
 		res = x.supervise(fctx, h, r.fwd)
 		return res.startErr
 	}
@@ -336,6 +337,28 @@ func (x *execRun) notef(format string, args ...any) {
 	if x.cfg.verbose {
 		fmt.Fprintf(x.e.stderr, "redlock: "+x.cfg.command()+": "+format+"\n", args...)
 	}
+}
+
+// quoteArgs joins a command line for a message, so that a reader can tell where each
+// argument starts and ends: an argument that is empty or holds anything but letters, digits
+// and "-_./:=,+@%" is quoted as a Go string (strconv.Quote), the others are left bare.
+func quoteArgs(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		bare := a != ""
+		for _, r := range a {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%", r)) {
+				bare = false
+				break
+			}
+		}
+		if bare {
+			out[i] = a
+		} else {
+			out[i] = strconv.Quote(a)
+		}
+	}
+	return strings.Join(out, " ")
 }
 
 // verboseLogger prints the library's log records on w, one line each, without timestamps.
