@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -162,6 +163,10 @@ type wakeNode struct {
 	i     int
 	ps    *redis.PubSub
 	dirty chan struct{} // buffered 1: the hub's key set changed
+	// failing is set by whichever of the subscriber and the reader sees a failure first and
+	// cleared by the reader's next message, so that one failure is logged once, not once by
+	// each of them.
+	failing atomic.Bool
 }
 
 // wakeChannel is the pub/sub channel on which a release of key is announced.
@@ -824,7 +829,6 @@ func (n *wakeNode) sync() {
 	defer n.h.wg.Done()
 	ctx := n.g.ctx
 	have := map[string]bool{}
-	failing := false
 	for {
 		select {
 		case <-n.dirty:
@@ -855,10 +859,9 @@ func (n *wakeNode) sync() {
 		if ctx.Err() != nil {
 			return
 		}
-		if err != nil && !failing {
-			n.h.logger.Debug("redlock: wake-up subscribe failed; waiters poll this node", "node", n.i, "err", err)
+		if err != nil && n.failing.CompareAndSwap(false, true) {
+			n.h.logger.Debug("redlock: wake-up subscription failed; waiters poll this node until it is back", "node", n.i, "err", err)
 		}
-		failing = err != nil
 	}
 }
 
@@ -867,8 +870,8 @@ func (n *wakeNode) sync() {
 // failure (the node down, a connection or its AUTH refused, an error reply) it pauses before
 // the next read, and go-redis dials again then: the pause doubles from wakeBackoffMin to
 // wakeBackoffMax while failures go on, so a node that refuses every connection costs a
-// dial every few seconds, not a loop. The failure is logged once when it starts and once
-// when the node answers again.
+// dial every few seconds, not a loop. The failure is logged once when it starts (by this
+// reader or by the subscriber, whichever sees it first) and once when the node answers again.
 func (n *wakeNode) read() {
 	defer n.h.wg.Done()
 	ctx := n.g.ctx
@@ -879,7 +882,7 @@ func (n *wakeNode) read() {
 			return
 		}
 		if err != nil {
-			if backoff == 0 {
+			if n.failing.CompareAndSwap(false, true) {
 				n.h.logger.Debug("redlock: wake-up subscription failed; waiters poll this node until it is back", "node", n.i, "err", err)
 			}
 			n.h.deaf(n.i)
@@ -893,7 +896,7 @@ func (n *wakeNode) read() {
 			}
 			continue
 		}
-		if backoff != 0 {
+		if n.failing.CompareAndSwap(true, false) {
 			n.h.logger.Debug("redlock: wake-up subscription is back", "node", n.i)
 		}
 		backoff = 0
