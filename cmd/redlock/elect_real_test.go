@@ -124,3 +124,32 @@ func TestRealElect(t *testing.T) {
 		t.Errorf("observer: exit %d after SIGTERM, stderr %q", code, obs.stderr.String())
 	}
 }
+
+// TestRealVerboseNamesTheToken: with -v, exec says it took its token and how long it waits;
+// elect says it won a term and waits until elected (it has no limit without --wait), and
+// each shows the command it runs with its arguments told apart.
+func TestRealVerboseNamesTheToken(t *testing.T) {
+	t.Parallel()
+	_, nodes := startCluster(t, 3)
+	for _, tc := range []struct {
+		cmd  string
+		want []string
+		not  string
+	}{
+		{"exec", []string{"ttl 30s, wait 0s", ", token ", `running sh -c "exit 0"`}, ", term "},
+		{"elect", []string{"ttl 30s, waiting until elected", ", term ", `running sh -c "exit 0"`}, ", token "},
+	} {
+		code, _, errOut := runBin(t, nil, tc.cmd, "-v", "--nodes", nodes, "verbose", "--", "sh", "-c", "exit 0")
+		if code != 0 {
+			t.Fatalf("%s: exit code %d, stderr %q", tc.cmd, code, errOut)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errOut, w) {
+				t.Fatalf("%s -v: stderr %q lacks %q", tc.cmd, errOut, w)
+			}
+		}
+		if strings.Contains(errOut, tc.not) {
+			t.Fatalf("%s -v: stderr %q says %q", tc.cmd, errOut, tc.not)
+		}
+	}
+}

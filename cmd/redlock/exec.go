@@ -161,7 +161,11 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 		}
 		return err
 	}
-	x.notef("taking %s on %d nodes (quorum %d), ttl %v, wait %v", cfg.subject(), len(urls), c.Quorum(), cfg.ttl, cfg.wait)
+	wait := "wait " + cfg.wait.String()
+	if cfg.wait == 0 && cfg.elect {
+		wait = "waiting until elected" // elect without --wait has no limit
+	}
+	x.notef("taking %s on %d nodes (quorum %d), ttl %v, %s", cfg.subject(), len(urls), c.Quorum(), cfg.ttl, wait)
 	r.startWait() // --wait counts from here, not the preflight
 	res, err := x.hold(acqCtx, c, r)
 	return x.outcome(acqCtx, clients, res, err)
@@ -199,7 +203,7 @@ func (x *execRun) hold(ctx context.Context, c *redlock.Client, r *router) (*chil
 		if !r.begin() {
 			return errNotStarted
 		}
-		x.notef("%s %s, token %s, valid for %v; running %s", cfg.taken(), cfg.subject(), strings.Join(h.tokens, ","), time.Until(h.until()).Round(time.Millisecond), quoteArgs(cfg.argv))
+		x.notef("%s %s, %s %s, valid for %v; running %s", cfg.taken(), cfg.subject(), cfg.tokenName(), strings.Join(h.tokens, ","), time.Until(h.until()).Round(time.Millisecond), quoteArgs(cfg.argv))
 		res = x.supervise(fctx, h, r.fwd)
 		return res.startErr
 	}

@@ -247,6 +247,15 @@ func (cfg *execConfig) argName() string {
 	return "KEY"
 }
 
+// tokenName is what the command's messages call its fencing token: a leadership's term
+// (REDLOCK_TERM) for elect, the lock's token (REDLOCK_TOKEN) for exec.
+func (cfg *execConfig) tokenName() string {
+	if cfg.elect {
+		return "term"
+	}
+	return "token"
+}
+
 // taken is the verb of taking the subject: a lock is acquired, an election won.
 func (cfg *execConfig) taken() string {
 	if cfg.elect {
