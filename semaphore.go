@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,9 +43,11 @@ const MaxPermits = 64
 // Choosing a permit costs one round trip when the first choice is free (the usual case:
 // each Client starts from its own permit, and skips the permits it holds itself), and at
 // most three otherwise: the first choice, one read of every permit on every node
-// (lua/permits.lua), then an attempt on a permit that the read found free on a quorum. The
-// nodes never choose: every attempt asks every node for the same permit, so nodes that
-// disagree about which permits are free cannot split the vote over different permits.
+// (lua/permits.lua), then an attempt on a permit that the read found free on a quorum. A
+// waiting [Semaphore.Acquire] woken by the release of a permit makes that permit its first
+// choice. The nodes never choose: every attempt asks every node for the same permit, so
+// nodes that disagree about which permits are free cannot split the vote over different
+// permits.
 type Semaphore struct {
 	c       *Client
 	name    string
@@ -161,7 +164,9 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, e
 		return nil, err
 	}
 	return observed(s.c, ctx, s.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
-		l, r, err := s.c.attemptHeld(ctx, ttl, s.attempt)
+		l, r, err := s.c.attemptHeld(ctx, ttl, func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+			return s.attempt(ctx, ttl, "")
+		})
 		return l, acquireEnd(l, r, 1, err), err
 	})
 }
@@ -176,15 +181,19 @@ func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, e
 // permit of the semaphore, and when another process does (the permit keys' wake-up
 // channels, [WakeChannelPrefix]); a wake-up that is lost costs at most a retry delay
 // ([WithRetryDelay]). There is no queue across processes: between processes, the waiter
-// whose attempt reaches a quorum first after a release wins the permit. Safe for
-// concurrent use.
+// whose attempt reaches a quorum first after a release wins the permit. A waiter woken by
+// a release tries the released permit first, so every process's waiter races for it in
+// one round trip, the releasing process's own included. Safe for concurrent use.
 func (s *Semaphore) Acquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
 	ttl, err := s.args(ctx, ttl)
 	if err != nil {
 		return nil, err
 	}
 	return observed(s.c, ctx, s.op(OpAcquire, ttl), func(ctx context.Context) (*Lock, End, error) {
-		t := &turn{c: s.c, set: s.all, key: s.waitKey, attempt: s.attempt, eager: true}
+		t := &turn{c: s.c, set: s.all, key: s.waitKey, eager: true}
+		t.attempt = func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+			return s.attempt(ctx, ttl, t.released())
+		}
 		l, r, attempts, err := s.c.retryTurn(ctx, ttl, t)
 		return l, acquireEnd(l, r, attempts, err), err
 	})
@@ -214,11 +223,22 @@ func (s *Semaphore) op(kind OpKind, ttl time.Duration) Op {
 	return Op{Kind: kind, Keys: s.all.keys, TTL: ttl, Semaphore: s.name}
 }
 
-// attempt is one attempt of the semaphore: the first permit this Client does not hold;
-// when that one is held elsewhere, a read of every permit and one attempt on a permit that
-// a quorum of nodes has free.
-func (s *Semaphore) attempt(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
-	i := s.preferred(s.c.permitsHeld(s.all.keys))
+// attempt is one attempt of the semaphore: the permit whose release woke it (released, a
+// permit key, or "" when it was not woken by a release), else the first permit this Client
+// does not hold; when that one is held elsewhere, a read of every permit and one attempt on
+// a permit that a quorum of nodes has free.
+//
+// The released permit first: every process woken by one release then races for it in one
+// round trip, where each one's own first choice would let the process that released it
+// (for which that permit is often the first one it does not hold) win it in one round trip
+// while the others, whose first choices are held, need three; its share of the permits
+// would stick (TestRealSemaphoreLoad's fairness).
+func (s *Semaphore) attempt(ctx context.Context, ttl time.Duration, released string) (*Lock, attemptResult, error) {
+	mine := s.c.permitsHeld(s.all.keys)
+	i := s.preferred(mine)
+	if j := slices.Index(s.all.keys, released); j >= 0 && !mine[j] {
+		i = j
+	}
 	if i < 0 {
 		return nil, attemptResult{kind: attemptContended}, s.allHeld(0)
 	}
@@ -230,7 +250,7 @@ func (s *Semaphore) attempt(ctx context.Context, ttl time.Duration) (*Lock, atte
 	if err != nil {
 		return nil, attemptResult{kind: attemptContended}, fmt.Errorf("%w: %w", ErrNotAcquired, err)
 	}
-	mine := s.c.permitsHeld(s.all.keys) // ours may have changed during the round trips
+	mine = s.c.permitsHeld(s.all.keys) // ours may have changed during the round trips
 	cands := make([]int, 0, s.permits)
 	for i, f := range free {
 		if f && !mine[i] {

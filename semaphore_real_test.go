@@ -129,7 +129,9 @@ func checkHolds(t *testing.T, holds []holdRecord, permits, workers int) {
 		sum += n
 		sq += n * n
 	}
-	if j := sum * sum / (float64(workers) * sq); j < 0.9 {
+	j := sum * sum / (float64(workers) * sq)
+	t.Logf("Jain's index %.3f over %d workers", j, workers)
+	if j < 0.9 {
 		t.Errorf("Jain's index %.3f over %d workers, want ≥ 0.9 (served: %v)", j, workers, served)
 	}
 }

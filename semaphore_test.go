@@ -245,6 +245,53 @@ func TestSemaphoreNodesDisagree(t *testing.T) {
 	}
 }
 
+// TestSemaphoreWokenTriesReleased: an attempt woken by the release of a permit tries that
+// permit first (one attempt, no read of the permits), whatever this Client's own first
+// choice; one that was not woken starts from its first choice. A released permit that this
+// Client holds itself is passed over.
+func TestSemaphoreWokenTriesReleased(t *testing.T) {
+	servers, clients := miniNodes(t, 3)
+	attempts := countAttempts(clients)
+	c := newTestClient(t, clients)
+	ctx := ctxT(t, 10*time.Second)
+	s := c.Semaphore("lanes", 3)
+	first, next, last := s.first, (s.first+1)%3, (s.first+2)%3
+	for _, m := range servers { // this Client's first choice is held elsewhere
+		m.Set(s.PermitKey(first), "someone")
+		m.SetTTL(s.PermitKey(first), time.Minute)
+	}
+	try := func(released string) (*Lock, int) {
+		t.Helper()
+		attempts.reset()
+		l, r, err := c.attemptHeld(ctx, 10*time.Second, func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+			return s.attempt(ctx, ttl, released)
+		})
+		if err != nil || r.kind != attemptWon {
+			t.Fatalf("attempt (released %q): %v (%v)", released, err, r.kind)
+		}
+		return l, attempts.count()
+	}
+	// Not woken: the first choice (held), then one of the two free ones.
+	l, n := try("")
+	if n != 2 {
+		t.Errorf("an attempt not woken made %d lock attempts, want 2 (its first choice, held, then a free one)", n)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Woken by the release of last: that permit, in one lock attempt.
+	l, n = try(s.PermitKey(last))
+	if l.Key() != s.PermitKey(last) || n != 1 {
+		t.Errorf("woken by %q: got %q in %d lock attempts, want it in 1", s.PermitKey(last), l.Key(), n)
+	}
+	// Woken by a permit this Client holds (last): passed over for the first choice (held
+	// elsewhere), then the only free one.
+	l2, n := try(s.PermitKey(last))
+	if l2.Key() != s.PermitKey(next) || n != 2 {
+		t.Errorf("woken by a permit held here: got %q in %d lock attempts, want %q in 2", l2.Key(), n, s.PermitKey(next))
+	}
+}
+
 // TestSemaphoreDo: 24 goroutines of one Client run Do on 3 permits: never more than 3 run
 // at once, each permit's tokens strictly increase in the order its holders ran, and every
 // call ran.

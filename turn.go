@@ -84,6 +84,15 @@ func (t *turn) enter(ctx context.Context) error {
 // (queued waiters are told their turn instead, and do not count).
 func (t *turn) woken() bool { return t.w != nil && t.w.woken && t.qa == nil }
 
+// released returns the key whose release (by this Client, or announced by a quorum of
+// nodes) woke the next attempt, "" when it was not woken by one or the key is not known.
+func (t *turn) released() string {
+	if t.w == nil || !t.w.woken {
+		return ""
+	}
+	return t.w.released
+}
+
 // giveWay delays a woken attempt on a crowded key by its seniority (seniorityDelay), so that
 // the waiters that have lost most releases reach the nodes first. It returns ctx.Err() when
 // ctx ended.

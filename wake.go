@@ -62,6 +62,7 @@ type waiter struct {
 	poke    chan struct{} // buffered 1: "you are the head now" or "released: try now"
 	kicked  bool          // a release happened since the head's last attempt; guarded by mu
 	catchUp bool          // the kick is only a subscription's catch-up (wakeHub.subscribed)
+	kickKey string        // the key whose release kicked it last ("" for a catch-up); guarded by mu
 	// heir: the head before this one gave up (leave) having taken the hub's stamp heirMark
 	// before its last attempt; this waiter, head now, takes that stamp as its own mark, so
 	// that a release or turn the other one never acted on still makes it try at once.
@@ -81,6 +82,9 @@ type waiter struct {
 	mark   uint64
 	marked bool // mark is set; a waiter that joined without attempting takes it as head
 	woken  bool // waitTurn returned for a release, not because the pause ran out
+	// released: when woken, the key whose release woke it, if known ("" otherwise): a
+	// semaphore's woken attempt tries that permit first (Semaphore.attempt).
+	released string
 
 	ticket int64 // its ticket in the nodes' queue for the key (queue.go), 0 if not queued
 }
@@ -130,19 +134,21 @@ func waitsOnSet(set lockKeys, key string) bool {
 	return len(set.keys) > 1 || set.keys[0] != key
 }
 
-// head reports whether w is first in key's queue, and takes a pending release kick.
-func (q *waitQueues) head(key string, w *waiter) (isHead, kicked, release bool) {
+// head reports whether w is first in key's queue, and takes a pending release kick: for a
+// release, the released key (waiter.kickKey) comes with it.
+func (q *waitQueues) head(key string, w *waiter) (isHead, kicked, release bool, released string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
-		return true, true, false
+		return true, true, false, ""
 	}
 	if l := q.m[key]; len(l) == 0 || l[0] != w {
-		return false, false, false
+		return false, false, false, ""
 	}
 	kicked, w.kicked = w.kicked, false
 	release, w.catchUp = kicked && !w.catchUp, false
-	return true, kicked, release
+	released, w.kickKey = w.kickKey, ""
+	return true, kicked, release, released
 }
 
 // inherited returns the mark that w, head now, inherits from the head before it (leave), if
@@ -278,6 +284,9 @@ func (q *waitQueues) kick(key string, catchUp, single, sets bool) {
 		} else if !catchUp {
 			w.catchUp = false // a release as well
 		}
+		if !catchUp {
+			w.kickKey = key // the latest release
+		}
 		w.kicked = true
 		pokeWaiter(w)
 	}
@@ -349,15 +358,15 @@ func (c *Client) wokenAttempt(set lockKeys, won bool, losses int) {
 	}
 }
 
-// heardSince reports whether a release of one of the set's keys was announced after mark
-// (for a queued waiter: one after which it is the head).
-func (c *Client) heardSince(set lockKeys, mark uint64, queued bool) bool {
+// heardSince returns a key of the set whose release was announced after mark (for a
+// queued waiter: one after which it is the head), and whether there is one.
+func (c *Client) heardSince(set lockKeys, mark uint64, queued bool) (string, bool) {
 	for _, k := range set.keys {
 		if c.wake.since(k, mark, queued) {
-			return true
+			return k, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // waitTurn blocks until w should make its next attempt: w is the head and either pause has
@@ -371,9 +380,9 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, key string, w *wait
 	}
 	var deadline time.Time // when the head's pause ends
 	for {
-		isHead, kicked, release := c.wait.head(key, w)
+		isHead, kicked, release, released := c.wait.head(key, w)
 		if kicked {
-			w.woken = release
+			w.woken, w.released = release, released
 			if release {
 				c.observeWakeUp(ctx, set)
 			}
@@ -398,8 +407,8 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, key string, w *wait
 			}
 			w.marked = true
 		}
-		if c.heardSince(set, w.mark, queued) {
-			w.woken = true
+		if k, ok := c.heardSince(set, w.mark, queued); ok {
+			w.woken, w.released = true, k
 			c.observeWakeUp(ctx, set)
 			return nil
 		}
@@ -413,13 +422,13 @@ func (c *Client) waitTurn(ctx context.Context, set lockKeys, key string, w *wait
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			w.woken = false
+			w.woken, w.released = false, ""
 			return nil
 		}
 		t := time.NewTimer(left)
 		select {
 		case <-t.C:
-			w.woken = false
+			w.woken, w.released = false, ""
 			return nil
 		case <-w.poke: // a release kick, or a poke from before we became the head
 			t.Stop()

@@ -296,7 +296,7 @@ func TestWaitQueueHeir(t *testing.T) {
 	if m, ok := q.inherited(w2); !ok || m != 7 {
 		t.Fatalf("w2 inherits mark %d (%v), want 7", m, ok)
 	}
-	if isHead, kicked, release := q.head(testKey, w2); !isHead || !kicked || !release {
+	if isHead, kicked, release, _ := q.head(testKey, w2); !isHead || !kicked || !release {
 		t.Fatalf("w2: head %v kicked %v release %v, want the kick w1 had not taken", isHead, kicked, release)
 	}
 	// w2 leaves without having attempted: it has no mark of its own, so w3 inherits nothing
@@ -305,8 +305,37 @@ func TestWaitQueueHeir(t *testing.T) {
 	if _, ok := q.inherited(w3); ok {
 		t.Fatal("w3 inherits the mark of a head that never attempted")
 	}
-	if _, kicked, _ := q.head(testKey, w3); kicked {
+	if _, kicked, _, _ := q.head(testKey, w3); kicked {
 		t.Fatal("w3 kicked with no kick pending")
+	}
+}
+
+// TestWakeNamesReleasedKey: a head woken by a release learns which key was released (the
+// latest, when several were); a subscription's catch-up names none, and does not hide a
+// release kicked before it. waitTurn hands the key to the Acquire (waiter.released).
+func TestWakeNamesReleasedKey(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	s := c.Semaphore("lanes", 3)
+	k0, k1, k2 := s.PermitKey(0), s.PermitKey(1), s.PermitKey(2)
+	w := c.wait.join(s.all, s.waitKey, 0)
+	c.wait.catchUp(k0)
+	if _, kicked, release, key := c.wait.head(s.waitKey, w); !kicked || release || key != "" {
+		t.Fatalf("catch-up: kicked %v release %v key %q, want a kick that is not a release", kicked, release, key)
+	}
+	c.wait.kick(k1, false, true, true)
+	c.wait.catchUp(k0)
+	if _, _, release, key := c.wait.head(s.waitKey, w); !release || key != k1 {
+		t.Fatalf("release then catch-up: release %v key %q, want the release of %q", release, key, k1)
+	}
+	c.wait.kick(k1, false, true, true)
+	c.wait.kick(k2, false, true, true)
+	w.mark, w.marked = c.wake.mark(), true
+	if err := c.waitTurn(ctxT(t, 10*time.Second), s.all, s.waitKey, w, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if !w.woken || w.released != k2 {
+		t.Fatalf("two releases: woken %v released %q, want the latest, %q", w.woken, w.released, k2)
 	}
 }
 
@@ -319,20 +348,20 @@ func TestTurnCatchUpAtQuorum(t *testing.T) {
 	h, w := queuedHubWaiter(t, c)
 	for node := range 2 {
 		h.turnSubscribed(node)
-		if _, kicked, _ := c.wait.head(testKey, w); kicked {
+		if _, kicked, _, _ := c.wait.head(testKey, w); kicked {
 			t.Fatalf("caught up when %d of 5 nodes listen", node+1)
 		}
 	}
 	h.turnSubscribed(1) // the same node again
-	if _, kicked, _ := c.wait.head(testKey, w); kicked {
+	if _, kicked, _, _ := c.wait.head(testKey, w); kicked {
 		t.Fatal("caught up on a node's second confirmation")
 	}
 	h.turnSubscribed(4)
-	if _, kicked, release := c.wait.head(testKey, w); !kicked || release {
+	if _, kicked, release, _ := c.wait.head(testKey, w); !kicked || release {
 		t.Fatalf("at a quorum: kicked %v release %v, want a catch-up kick", kicked, release)
 	}
 	h.turnSubscribed(3)
-	if _, kicked, _ := c.wait.head(testKey, w); kicked {
+	if _, kicked, _, _ := c.wait.head(testKey, w); kicked {
 		t.Fatal("a second catch-up for the same subscription")
 	}
 }
