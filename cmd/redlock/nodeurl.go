@@ -36,6 +36,9 @@ func nodesFileEntries(text string) []string {
 	return entries
 }
 
+// commaHint ends the error of a node list that a ',' in a URL seems to have cut.
+const commaHint = "; a ',' inside a password or a query value splits the list: write it as %2C"
+
 // parseNodeURLs parses a comma-separated list of redis:// (or rediss://, unix://) URLs.
 // password, when not empty, is given to the nodes whose URL has none ($REDISCLI_AUTH). No
 // error quotes more of an entry than redactURL shows, and an entry that is not a URL of
@@ -53,13 +56,18 @@ func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
 		if !nodeScheme(u) {
 			hint := ""
 			if len(entries) > 1 {
-				hint = "; a ',' inside a password or a query value splits the list: write it as %2C"
+				hint = commaHint
 			}
 			return nil, fmt.Errorf("%s: bad node URL: entry %d of the node list is not a redis://, rediss:// or unix:// URL (want redis://HOST:PORT%s)", source, i+1, hint)
 		}
 		o, problem := parseNodeURL(u)
 		if problem != "" {
-			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT)", source, redactURL(u), problem)
+			hint := ""
+			if i+1 < len(entries) && !nodeScheme(strings.TrimSpace(entries[i+1])) {
+				// The next entry is no URL either: most likely a ',' cut this one short.
+				hint = commaHint
+			}
+			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT%s)", source, redactURL(u), problem, hint)
 		}
 		if redactURL(o.Addr) != o.Addr {
 			// The address itself holds what may be a password (a socket path with "user:pass@"

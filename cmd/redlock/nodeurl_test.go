@@ -126,6 +126,9 @@ func TestNodeURLQuery(t *testing.T) {
 		{"redis://127.0.0.1:7611/0?db=0," + pw, "bad node URL: entry 2 of the node list is not a redis://, rediss:// or unix:// URL"},
 		{"redis://127.0.0.1:7611/0?db=0," + pw + ":1", "bad node URL: entry 2 of the node list is not a redis://, rediss:// or unix:// URL"},
 		{"http://" + pw + "@127.0.0.1:7611", "bad node URL: entry 1 of the node list is not a redis://, rediss:// or unix:// URL"},
+		// A ',' in the password cuts the first URL short: its error says why.
+		{"redis://:hun," + pw + "@127.0.0.1:7611", `bad node URL "redis://:xxxxx": an invalid port (want redis://HOST:PORT; a ',' inside a password or a query value splits the list: write it as %2C)`},
+		{"redis://u:hun," + pw + "@127.0.0.1:7611,redis://127.0.0.1:7612", "an invalid port (want redis://HOST:PORT; a ',' inside a password"},
 		{"redis://127.0.0.1:7611?client_name=" + pw + "%zz", "an invalid %-escape"},
 	} {
 		_, err := parseNodeURLs(tc.spec, "--nodes", "")
@@ -138,6 +141,11 @@ func TestNodeURLQuery(t *testing.T) {
 	if err != nil || len(nodes) != 2 || nodes[0].opts.DB != 2 || nodes[0].opts.DialTimeout != 3*time.Second || nodes[0].opts.ClientName != "op" ||
 		!nodes[1].opts.TLSConfig.InsecureSkipVerify {
 		t.Errorf("options in the query: %v, %+v", err, nodes)
+	}
+	// Percent-encoded, a ',' or an '@' in a password is the password's own (docs/cli.md).
+	nodes, err = parseNodeURLs("redis://us%3Aer:p%2Cw%40d@127.0.0.1:7611,redis://127.0.0.1:7612", "--nodes", "")
+	if err != nil || len(nodes) != 2 || nodes[0].opts.Username != "us:er" || nodes[0].opts.Password != "p,w@d" {
+		t.Errorf("percent-encoded user information: %v, %+v", err, nodes)
 	}
 	if got := redactURL("redis://h:1/0?dial_timeout=" + pw + "&" + pw + "=x&password=" + pw + "#" + pw); got != "redis://h:1/0?dial_timeout=xxxxx&xxxxx=xxxxx&password=xxxxx#xxxxx" {
 		t.Errorf("redactURL of a query: %q", got)
