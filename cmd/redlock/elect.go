@@ -160,6 +160,7 @@ func observeElection(ctx context.Context, e *env, cfg *execConfig, urls []nodeUR
 		return usageErrorf("elect: %s", bare(err))
 	}
 	defer func() { shutdown(clients, cfg.nodeTimeout, c) }()
+	warnEvenNodes(e.stderr, "elect", len(urls), c.Quorum(), cfg.amnesia)
 	el := c.Election(cfg.election)
 	if _, err := el.Leader(ctx); err != nil && !errors.Is(err, redlock.ErrNoLeader) {
 		if errors.Is(err, redlock.ErrInvalidArgument) {

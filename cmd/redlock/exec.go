@@ -151,9 +151,8 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	if cfg.keys[0] == "" { // checked again by the library; here so that it is not a PING error
 		return usageErrorf("exec: %s is empty", cfg.argName())
 	}
-	if n := len(urls); n%2 == 0 && cfg.amnesia == 0 && !cfg.verbose { // --verbose shows the library's own warning
-		fmt.Fprintf(x.e.stderr, "redlock: %s: warning: %d nodes, quorum %d: a majority of an even number of nodes tolerates no more failed nodes than one node fewer would (%d here); use an odd number (the Redlock algorithm's description uses 5)\n",
-			cfg.command(), n, c.Quorum(), n-c.Quorum())
+	if !cfg.verbose { // --verbose shows the library's own warning
+		warnEvenNodes(x.e.stderr, cfg.command(), len(urls), c.Quorum(), cfg.amnesia)
 	}
 	if err := x.preflight(acqCtx, urls, c.Quorum()); err != nil {
 		if intr, ok := errors.AsType[*interrupted](context.Cause(acqCtx)); ok {
@@ -169,6 +168,17 @@ func (x *execRun) run(ctx context.Context, urls []nodeURL) error {
 	r.startWait() // --wait counts from here, not the preflight
 	res, err := x.hold(acqCtx, c, r)
 	return x.outcome(acqCtx, clients, res, err)
+}
+
+// warnEvenNodes prints one line to w when n nodes are even and amnesia tolerance is 0: such
+// a quorum tolerates no more failed nodes than one node fewer would (redlock.New logs the
+// same to its logger).
+func warnEvenNodes(w io.Writer, command string, n, quorum, amnesia int) {
+	if n%2 != 0 || amnesia != 0 {
+		return
+	}
+	fmt.Fprintf(w, "redlock: %s: warning: %d nodes, quorum %d: a majority of an even number of nodes tolerates no more failed nodes than one node fewer would (%d here); use an odd number (the Redlock algorithm's description uses 5)\n",
+		command, n, quorum, n-quorum)
 }
 
 // clientOptions are the options of exec's Client: the command line's, a cancel margin that

@@ -299,6 +299,23 @@ func TestRealExecWarnsOfEvenNodes(t *testing.T) {
 			t.Fatalf("%v: stderr %q, want the warning: %v", argv, errOut, tc.warn)
 		}
 	}
+	// elect --observe (read-only, until SIGTERM) warns the same way, once.
+	for _, tc := range []struct {
+		nodes string
+		warn  bool
+	}{{two, true}, {all, false}} {
+		obs := startBin(t, nil, "elect", "--observe", "--nodes", tc.nodes, "even")
+		testutil.WaitFor(t, 10*time.Second, "the observer's first line", func() bool { return strings.Contains(obs.stdout.String(), "no leader") })
+		_ = obs.cmd.Process.Signal(syscall.SIGTERM)
+		if code := obs.wait(t, 10*time.Second); code != 0 {
+			t.Fatalf("observer on %s: exit %d, stderr %q", tc.nodes, code, obs.stderr.String())
+		}
+		errOut := obs.stderr.String()
+		want := "redlock: elect: warning: 2 nodes, quorum 2: a majority of an even number of nodes"
+		if got := strings.Contains(errOut, want); got != tc.warn || (!tc.warn && errOut != "") || strings.Count(errOut, "\n") > 1 {
+			t.Fatalf("observer on %s: stderr %q, want the warning: %v", tc.nodes, errOut, tc.warn)
+		}
+	}
 }
 
 // TestRealCounterLayoutFlag: exec --counter-layout key mints consecutive tokens from the key's
