@@ -104,6 +104,27 @@ func nodeScheme(u string) bool {
 // parseNodeURL parses one node URL as go-redis does, and says what is wrong with one it
 // refuses or would read otherwise than meant, in words that quote nothing of the URL.
 func parseNodeURL(u string) (*redis.Options, string) {
+	o, problem := nodeOptions(u)
+	if problem != "" && atAfterAuthority(u) {
+		problem += "; a '/', '?', '#' or '%' in a password is written %2F, %3F, %23 or %25"
+	}
+	return o, problem
+}
+
+// atAfterAuthority reports whether an '@' comes after the first '/', '?' or '#' that follows
+// the scheme's "//": a password holding one of those unescaped, which ends the host part
+// early (url.Parse then reads the password as a port, a path or a query).
+func atAfterAuthority(u string) bool {
+	_, rest, ok := strings.Cut(u, "://")
+	if !ok {
+		return false
+	}
+	i := strings.IndexAny(rest, "/?#")
+	return i >= 0 && strings.Contains(rest[i:], "@")
+}
+
+// nodeOptions is parseNodeURL without the hint about a password's reserved characters.
+func nodeOptions(u string) (*redis.Options, string) {
 	if problem := hostProblem(u); problem != "" {
 		return nil, problem
 	}
@@ -126,6 +147,9 @@ func parseNodeURL(u string) (*redis.Options, string) {
 	o, err := redis.ParseURL(u)
 	if err != nil {
 		return nil, optionProblem(err, pu)
+	}
+	if o.DB < 0 { // go-redis takes /-1 and ?db=-1, and the server's SELECT is never sent: DB 0
+		return nil, "an invalid database number (/0, /1, ...)"
 	}
 	if o.Network == "tcp" {
 		if _, port, err := net.SplitHostPort(o.Addr); err == nil {
@@ -333,7 +357,7 @@ func urlProblem(err error) string {
 	var host url.InvalidHostError
 	switch msg := err.Error(); {
 	case errors.As(err, &esc):
-		return "an invalid %-escape"
+		return "an invalid %-escape; a '%' in a password is written %25"
 	case errors.As(err, &host):
 		return "an invalid character in the host"
 	case strings.Contains(msg, "port"):

@@ -130,6 +130,14 @@ func TestNodeURLQuery(t *testing.T) {
 		{"redis://:hun," + pw + "@127.0.0.1:7611", `bad node URL "redis://:xxxxx": an invalid port (want redis://HOST:PORT; a ',' inside a password or a query value splits the list: write it as %2C)`},
 		{"redis://u:hun," + pw + "@127.0.0.1:7611,redis://127.0.0.1:7612", "an invalid port (want redis://HOST:PORT; a ',' inside a password"},
 		{"redis://127.0.0.1:7611?client_name=" + pw + "%zz", "an invalid %-escape"},
+		{"redis://:" + pw + "%zz@127.0.0.1:7611", "an invalid %-escape; a '%' in a password is written %25"},
+		// A reserved character in the password ends the host part early: the error says so.
+		{"redis://:" + pw + "/x@127.0.0.1:7611", "an invalid port; a '/', '?', '#' or '%' in a password is written %2F, %3F, %23 or %25"},
+		{"redis://:" + pw + "?x@127.0.0.1:7611", "an invalid port; a '/', '?', '#' or '%' in a password is written %2F"},
+		{"redis://:" + pw + "#x@127.0.0.1:7611", "an invalid port; a '/', '?', '#' or '%' in a password is written %2F"},
+		// A negative database number, which go-redis would take as database 0.
+		{"redis://127.0.0.1:7611/-1", "an invalid database number"},
+		{"redis://127.0.0.1:7611?db=-3", "an invalid database number"},
 	} {
 		_, err := parseNodeURLs(tc.spec, "--nodes", "")
 		if err == nil || !strings.Contains(err.Error(), tc.want) || shows(err.Error(), pw) {
@@ -142,9 +150,9 @@ func TestNodeURLQuery(t *testing.T) {
 		!nodes[1].opts.TLSConfig.InsecureSkipVerify {
 		t.Errorf("options in the query: %v, %+v", err, nodes)
 	}
-	// Percent-encoded, a ',' or an '@' in a password is the password's own (docs/cli.md).
-	nodes, err = parseNodeURLs("redis://us%3Aer:p%2Cw%40d@127.0.0.1:7611,redis://127.0.0.1:7612", "--nodes", "")
-	if err != nil || len(nodes) != 2 || nodes[0].opts.Username != "us:er" || nodes[0].opts.Password != "p,w@d" {
+	// Percent-encoded, a password's reserved characters are its own (docs/cli.md).
+	nodes, err = parseNodeURLs("redis://us%3Aer:p%2Cw%40d%2F%3F%23%25@127.0.0.1:7611,redis://127.0.0.1:7612", "--nodes", "")
+	if err != nil || len(nodes) != 2 || nodes[0].opts.Username != "us:er" || nodes[0].opts.Password != "p,w@d/?#%" {
 		t.Errorf("percent-encoded user information: %v, %+v", err, nodes)
 	}
 	if got := redactURL("redis://h:1/0?dial_timeout=" + pw + "&" + pw + "=x&password=" + pw + "#" + pw); got != "redis://h:1/0?dial_timeout=xxxxx&xxxxx=xxxxx&password=xxxxx#xxxxx" {
