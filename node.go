@@ -2,8 +2,10 @@ package redlock
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -110,11 +112,20 @@ func (c *Client) checkDistinct() error {
 			continue
 		}
 		if j, dup := seen[id]; dup {
-			return invalidf("nodes %d and %d are the same Redis server (run_id %s) under two addresses; Redlock needs independent nodes", j, i, id)
+			return invalidf("nodes %s and %s are the same Redis server (run_id %s) under two addresses; Redlock needs independent nodes",
+				c.nodeLabel(j), c.nodeLabel(i), id)
 		}
 		seen[id] = i
 	}
 	return nil
+}
+
+// nodeLabel names node i for a message: its index, and its address when it has one.
+func (c *Client) nodeLabel(i int) string {
+	if a := c.nodes[i].addr; a != "" {
+		return fmt.Sprintf("%d (%s)", i, a)
+	}
+	return strconv.Itoa(i)
 }
 
 // infoField returns the value of field in an INFO reply, "" when there is none.

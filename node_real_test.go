@@ -438,8 +438,9 @@ func TestRealSameServerTwice(t *testing.T) {
 	twin := redis.NewClient(&redis.Options{Addr: "localhost:" + port})
 	t.Cleanup(func() { twin.Close() })
 	clients := append(cluster.ClientsT(t), twin)
-	if _, err := New(clients); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "same Redis server") {
-		t.Fatalf("New with %s and localhost:%s: %v, want ErrInvalidArgument", a, port, err)
+	want := fmt.Sprintf("nodes 0 (%s) and 2 (localhost:%s) are the same Redis server", a, port)
+	if _, err := New(clients); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("New with %s and localhost:%s: %v, want ErrInvalidArgument saying %q", a, port, err, want)
 	}
 	if c, err := New(cluster.ClientsT(t)); err != nil {
 		t.Fatalf("New with distinct servers: %v", err)

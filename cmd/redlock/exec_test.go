@@ -1103,3 +1103,28 @@ func TestRealExecLockDelay(t *testing.T) {
 	}
 	t.Logf("crash to next holder: at least %v; two runs after a release: %v", time.Since(killed)-time.Since(start), time.Since(start))
 }
+
+// TestRealExecSameServerTwice: the same address twice is refused before anything is dialled
+// (exit 1, entries counted from 1); one server under two addresses is refused by the
+// library's INFO check (exit 2, nodes counted from 0, each with its address). docs/cli.md,
+// "Nodes".
+func TestRealExecSameServerTwice(t *testing.T) {
+	t.Parallel()
+	cluster, _ := startCluster(t, 2)
+	a, b := cluster.Addrs()[0], cluster.Addrs()[1]
+	_, port, _ := strings.Cut(a, ":")
+	for _, tc := range []struct {
+		nodes string
+		code  int
+		want  string
+	}{
+		{"redis://" + a + ",redis://" + b + ",redis://" + a + "/1", 1, "entries 1 and 3 are the same node " + a},
+		{"redis://" + a + ",redis://" + b + ",redis://localhost:" + port, 2, "nodes 0 (" + a + ") and 2 (localhost:" + port + ") are the same Redis server"},
+	} {
+		code, out, errOut := runBin(t, nil, "exec", "--nodes", tc.nodes, "twice", "--", "echo", "RAN")
+		if code != tc.code || out != "" {
+			t.Errorf("%s: exit %d, stdout %q, want exit %d and no command run", tc.nodes, code, out, tc.code)
+		}
+		requireOneLine(t, errOut, tc.want)
+	}
+}
