@@ -149,10 +149,13 @@ func settle(c *Client) { c.bg.Wait() }
 
 // holderIDs is a go-redis hook that records the holder id of every acquire script a client
 // sends, alone or in a pipeline. Each attempt draws a new id, so the number of distinct ids
-// is the number of attempts that reached the nodes, whichever nodes they reached.
+// is the number of attempts that reached the nodes, whichever nodes they reached. An id
+// counts from the first time it is sent: an attempt decided before reset may still send to
+// its last node afterwards (the transport sends on its own), and that does not count again.
 type holderIDs struct {
-	mu  sync.Mutex
-	ids map[string]bool
+	mu   sync.Mutex
+	ids  map[string]bool // first sent since the last reset
+	seen map[string]bool // ever sent
 }
 
 func (h *holderIDs) note(cmd redis.Cmder) {
@@ -166,11 +169,17 @@ func (h *holderIDs) note(cmd redis.Cmder) {
 		return
 	}
 	if n, ok := args[2].(int); ok && len(args) > 3+n {
+		id := fmt.Sprint(args[3+n])
 		h.mu.Lock()
 		if h.ids == nil {
 			h.ids = map[string]bool{}
 		}
-		h.ids[fmt.Sprint(args[3+n])] = true
+		if h.seen == nil {
+			h.seen = map[string]bool{}
+		}
+		if !h.seen[id] {
+			h.seen[id], h.ids[id] = true, true
+		}
 		h.mu.Unlock()
 	}
 }
