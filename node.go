@@ -105,8 +105,8 @@ func (c *Client) checkDistinct() error {
 	seen := make(map[string]int, n)
 	for i, id := range ids {
 		if roles[i] == "slave" && !c.cfg.replicasAllowed {
-			return invalidf("node %d (%s) is a replica: a read-only copy of another server is not an independent Redlock node; give the masters (WithReplicasAllowed lets replicas through)",
-				i, c.nodes[i].addr)
+			return invalidf("node %s is a replica: a read-only copy of another server is not an independent Redlock node; give the masters (WithReplicasAllowed lets replicas through)",
+				c.nodeLabel(i))
 		}
 		if id == "" {
 			continue
