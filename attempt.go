@@ -77,6 +77,10 @@ type attemptResult struct {
 	// cancelled: the caller's context ended the attempt before it was decided, and before
 	// any node had answered it.
 	cancelled bool
+	// here: refused by this Client without asking the nodes, for it holds or is attempting
+	// what the attempt wanted (a semaphore's every permit). An observer hears "refused",
+	// but it lost to no other contender (turn.tried).
+	here bool
 }
 
 // outcome is the observer's Outcome of an acquire that ended with err after r.
@@ -88,7 +92,7 @@ func (r attemptResult) outcome(err error) Outcome {
 		return OutcomeCanceled
 	case r.expired:
 		return OutcomeExpired
-	case r.refused:
+	case r.refused, r.here:
 		return OutcomeRefused
 	}
 	return OutcomeError

@@ -86,8 +86,9 @@ const (
 	// OutcomeOK: the operation succeeded (acquired, extended, released), or the node
 	// agreed.
 	OutcomeOK Outcome = "ok"
-	// OutcomeRefused: another holder has the key (acquire), or the key is not ours any more
-	// (extend, release); for a node call, that node's answer.
+	// OutcomeRefused: another holder has the key (acquire; for a semaphore, every permit
+	// is held, this Client's own holds included), or the key is not ours any more (extend,
+	// release); for a node call, that node's answer.
 	OutcomeRefused Outcome = "refused"
 	// OutcomeExpired: a quorum agreed too late, with no validity time left.
 	OutcomeExpired Outcome = "expired"

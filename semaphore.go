@@ -240,7 +240,7 @@ func (s *Semaphore) attempt(ctx context.Context, ttl time.Duration, released str
 		i = j
 	}
 	if i < 0 {
-		return nil, attemptResult{kind: attemptContended}, s.allHeld(0)
+		return nil, attemptResult{kind: attemptContended, here: true}, s.allHeld(0)
 	}
 	l, r, err := s.try(ctx, i, ttl)
 	if r.kind != attemptContended || ctx.Err() != nil {
@@ -258,7 +258,8 @@ func (s *Semaphore) attempt(ctx context.Context, ttl time.Duration, released str
 		}
 	}
 	if len(cands) == 0 {
-		return nil, attemptResult{kind: attemptContended}, s.allHeld(1)
+		// refused as the first choice was: by the nodes, for another contender holds it.
+		return nil, attemptResult{kind: attemptContended, refused: r.refused}, s.allHeld(1)
 	}
 	// At random among the free ones: contenders of other processes that read the same
 	// permits free spread over them instead of all trying the first.
@@ -290,7 +291,7 @@ func (s *Semaphore) preferred(mine []bool) int {
 func (s *Semaphore) try(ctx context.Context, i int, ttl time.Duration) (*Lock, attemptResult, error) {
 	if !s.c.claimPermit(s.keys[i].keys[0]) {
 		// Another call of this Client is trying it right now: as if held.
-		return nil, attemptResult{kind: attemptContended}, s.allHeld(1)
+		return nil, attemptResult{kind: attemptContended, here: true}, s.allHeld(1)
 	}
 	l, r, err := s.c.runAttempt(ctx, s.keys[i], ttl, nil)
 	s.c.settlePermit(s.keys[i].keys[0], l)

@@ -292,6 +292,57 @@ func TestSemaphoreWokenTriesReleased(t *testing.T) {
 	}
 }
 
+// TestSemaphoreLocalRefusalNotCrowded: a woken attempt that this Client refuses itself,
+// without asking the nodes (it holds every permit), lost to nobody and does not mark the
+// semaphore crowded; one the nodes refused (another Client holds every permit) lost to
+// another contender and does. Both are "refused" for an observer (they were "error"). Counted, the first made every woken waiter of a Client alone
+// on a semaphore give way for up to 8 ms (seniorityDelay) before its attempt.
+func TestSemaphoreLocalRefusalNotCrowded(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	other := newTestClient(t, clients)
+	ctx := ctxT(t, 10*time.Second)
+	const name = "crowd"
+	woken := func(c *Client, released string) {
+		t.Helper()
+		s := c.Semaphore(name, 2)
+		tn := &turn{c: c, set: s.all, key: s.waitKey, eager: true}
+		tn.subscribe()
+		defer c.unsubscribe(s.all)
+		_, r, err := c.attemptHeld(ctx, 10*time.Second, func(ctx context.Context, ttl time.Duration) (*Lock, attemptResult, error) {
+			return s.attempt(ctx, ttl, released)
+		})
+		if !errors.Is(err, ErrNotAcquired) || r.kind != attemptContended {
+			t.Fatalf("attempt with every permit held: %v (%v), want contended", err, r.kind)
+		}
+		if got := r.outcome(err); got != OutcomeRefused {
+			t.Errorf("observer's outcome %q, want %q", got, OutcomeRefused)
+		}
+		tn.tried(true, r)
+		local := strings.Contains(err.Error(), "this Client holds")
+		if got := c.crowded(s.all); got == local {
+			t.Errorf("woken attempt refused %s (%v): crowded %v, want %v", map[bool]string{true: "here", false: "by the nodes"}[local], err, got, !local)
+		}
+	}
+	for _, holder := range []*Client{c, other} {
+		s := holder.Semaphore(name, 2)
+		var held []*Lock
+		for range 2 {
+			l, err := s.TryAcquire(ctx, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, l)
+		}
+		woken(c, held[0].Key())
+		for _, l := range held {
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestSemaphoreDo: 24 goroutines of one Client run Do on 3 permits: never more than 3 run
 // at once, each permit's tokens strictly increase in the order its holders ran, and every
 // call ran.
