@@ -339,6 +339,45 @@ func TestWakeNamesReleasedKey(t *testing.T) {
 	}
 }
 
+// TestOwnReleaseAfterItsEcho: the nodes' announcements of a release by this Client that
+// reach a quorum before the release's own replies kick the waiters once; the release's
+// confirmation (ownRelease) that follows kicks nobody again, while a release whose
+// announcements have not come kicks at once, and its echo then kicks nobody.
+func TestOwnReleaseAfterItsEcho(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	c := newTestClient(t, clients)
+	s := c.Semaphore("echo", 2)
+	k := s.PermitKey(0)
+	c.wake.subscribe(k, false)
+	defer c.wake.unsubscribe(k)
+	w := c.wait.join(s.all, s.waitKey, 0)
+	kicked := func(what string, want bool) {
+		t.Helper()
+		if _, got, _, _ := c.wait.head(s.waitKey, w); got != want {
+			t.Fatalf("%s: kicked %v, want %v", what, got, want)
+		}
+	}
+	m := c.wake.mark()
+	for node := range 2 {
+		c.wake.heardFrom(k, "h1", node)
+	}
+	kicked("the echo of h1 from a quorum", true)
+	c.wake.ownRelease(k, "h1", false)
+	kicked("h1's own confirmation after its echo", false)
+	if _, ok := c.heardSince(s.all, c.wake.mark(), false); ok {
+		t.Fatal("h1's confirmation stamped a release after its echo had")
+	}
+	if _, ok := c.heardSince(s.all, m, false); !ok {
+		t.Fatal("h1's echo is not heard since before it")
+	}
+	c.wake.ownRelease(k, "h2", false)
+	kicked("h2's own confirmation, first", true)
+	for node := range 3 {
+		c.wake.heardFrom(k, "h2", node)
+	}
+	kicked("h2's echo after its confirmation", false)
+}
+
 // TestTurnCatchUpAtQuorum: the catch-up attempt of a new turn subscription comes once a
 // quorum of nodes listens, not at the first: a turn told by a node before it listened is lost,
 // and a head caught up before the others listened could then wait its retry pause.

@@ -570,11 +570,20 @@ func (h *wakeHub) turnDone(key string, won bool, took []bool, cancelled bool) {
 // the waiters here are kicked at once, and the nodes' announcements of it on the key's
 // channel are dropped. A queued head (one key) is not kicked here: the nodes' replies say
 // whether it is the head now (turnFrom), and if it is not, another process's waiter is,
-// and has been told.
+// and has been told. When a quorum of those announcements came first, they have kicked the
+// waiters for this release already (heardFrom, whose kick covers this one's), and nothing
+// more is done: a second kick sent a waiter to the nodes again for a release that another
+// waiter had answered, at the cost of a round trip or three (a semaphore's), and a refusal
+// counted as a loss (turn.tried).
 func (h *wakeHub) ownRelease(key, id string, queued bool) {
 	h.mu.Lock()
 	if s := h.subs[key]; s != nil { // else nobody waits for key itself; sets may
-		heardOf(&s.heard, id, len(h.nodes)).kicked = true
+		r := heardOf(&s.heard, id, len(h.nodes))
+		if r.kicked {
+			h.mu.Unlock()
+			return
+		}
+		r.kicked = true
 		h.stamp++
 		s.stamp = h.stamp
 	}
