@@ -376,6 +376,40 @@ func TestOwnReleaseAfterItsEcho(t *testing.T) {
 		c.wake.heardFrom(k, "h2", node)
 	}
 	kicked("h2's echo after its confirmation", false)
+
+	// A key with a queued waiter here (its turn channel) and a multi-key waiter (its own
+	// channel): the echo of a multi-key lock's release kicks the multi-key waiter, not the
+	// queued head, which the nodes do not tell its turn when the releasing Client is its own
+	// (qhandoff); the release's confirmation then kicks the queued head, and only it.
+	const key = "echo:k"
+	single, err := newLockKeys(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi, err := newLockKeys(key, "echo:other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.wake.subscribe(key, true)
+	defer c.wake.unsubscribe(key)
+	c.wake.subscribe(key, false)
+	defer c.wake.unsubscribe(key)
+	q := c.wait.join(single, key, 7)
+	mw := c.wait.join(multi, multi.waitKey(), 0)
+	took := func(what string, w *waiter, waitKey string, want bool) {
+		t.Helper()
+		if _, got, _, _ := c.wait.head(waitKey, w); got != want {
+			t.Fatalf("%s: kicked %v, want %v", what, got, want)
+		}
+	}
+	for node := range 2 {
+		c.wake.heardFrom(key, "m1", node)
+	}
+	took("the echo of m1: the multi-key waiter", mw, multi.waitKey(), true)
+	took("the echo of m1: the queued head", q, key, false)
+	c.wake.ownRelease(key, "m1", false)
+	took("m1's confirmation: the queued head", q, key, true)
+	took("m1's confirmation: the multi-key waiter", mw, multi.waitKey(), false)
 }
 
 // TestTurnCatchUpAtQuorum: the catch-up attempt of a new turn subscription comes once a

@@ -570,25 +570,29 @@ func (h *wakeHub) turnDone(key string, won bool, took []bool, cancelled bool) {
 // the waiters here are kicked at once, and the nodes' announcements of it on the key's
 // channel are dropped. A queued head (one key) is not kicked here: the nodes' replies say
 // whether it is the head now (turnFrom), and if it is not, another process's waiter is,
-// and has been told. When a quorum of those announcements came first, they have kicked the
-// waiters for this release already (heardFrom, whose kick covers this one's), and nothing
-// more is done: a second kick sent a waiter to the nodes again for a release that another
-// waiter had answered, at the cost of a round trip or three (a semaphore's), and a refusal
-// counted as a loss (turn.tried).
+// and has been told (but the release of a multi-key lock, queued false, kicks it: the nodes
+// tell no turn to the releasing Client's own waiter). When a quorum of those announcements
+// came first, they have kicked the waiters for this release already (heardFrom), all but a
+// queued head, and only that one is kicked here if this release must: a second kick sent a
+// waiter to the nodes again for a release that another waiter had answered, at the cost of a
+// round trip or three (a semaphore's), and a refusal counted as a loss (turn.tried).
 func (h *wakeHub) ownRelease(key, id string, queued bool) {
+	single, sets := !queued, true
 	h.mu.Lock()
 	if s := h.subs[key]; s != nil { // else nobody waits for key itself; sets may
 		r := heardOf(&s.heard, id, len(h.nodes))
-		if r.kicked {
-			h.mu.Unlock()
-			return
+		if r.kicked { // heardFrom kicked the sets, and the key's head unless s.turn
+			single, sets = single && s.turn, false
+		} else {
+			r.kicked = true
+			h.stamp++
+			s.stamp = h.stamp
 		}
-		r.kicked = true
-		h.stamp++
-		s.stamp = h.stamp
 	}
 	h.mu.Unlock()
-	h.waiters.kick(key, false, !queued, true)
+	if single || sets {
+		h.waiters.kick(key, false, single, sets)
+	}
 }
 
 // heardOf returns list's record of the release by holder id, adding one (and dropping the
