@@ -136,12 +136,9 @@ func (t *turn) tried(woken bool, r attemptResult) {
 		t.c.wokenAttempt(t.set, true, t.losses)
 	case woken && r.kind == attemptContended && r.refused:
 		// Lost to another contender: a node refused it. An attempt refused here, without
-		// asking the nodes (attemptResult.here: a semaphore whose every permit this Client
-		// holds or is attempting), lost to nobody: this Client's waiters are in order already.
-		// Counted, it marked a semaphore crowded in a Client that was alone, and every
-		// woken waiter then gave way for up to 8 ms (seniorityDelay), as if a herd of other
-		// processes answered each release: 0.37-0.85 of 8 locks' rate, 0.8-1.05 since
-		// (TestSemaphoreLocalRefusalNotCrowded, docs/performance.md, "Semaphore").
+		// asking the nodes (attemptResult.here), lost to nobody; counted, it made a Client
+		// alone on a semaphore give way before every woken attempt (docs/history.md, "A
+		// semaphore that gave way to nobody"; TestSemaphoreLocalRefusalNotCrowded).
 		t.c.wokenAttempt(t.set, false, t.losses)
 		t.losses++
 	}

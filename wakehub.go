@@ -570,12 +570,11 @@ func (h *wakeHub) turnDone(key string, won bool, took []bool, cancelled bool) {
 // the waiters here are kicked at once, and the nodes' announcements of it on the key's
 // channel are dropped. A queued head (one key) is not kicked here: the nodes' replies say
 // whether it is the head now (turnFrom), and if it is not, another process's waiter is,
-// and has been told (but the release of a multi-key lock, queued false, kicks it: the nodes
-// tell no turn to the releasing Client's own waiter). When a quorum of those announcements
-// came first, they have kicked the waiters for this release already (heardFrom), all but a
-// queued head, and only that one is kicked here if this release must: a second kick sent a
-// waiter to the nodes again for a release that another waiter had answered, at the cost of a
-// round trip or three (a semaphore's), and a refusal counted as a loss (turn.tried).
+// and has been told; a multi-key lock's release (queued false) does kick it, since the nodes
+// tell the releasing Client's own waiter no turn. When a quorum of the announcements came
+// first, heardFrom has kicked everyone but a queued head already, so only that head is
+// kicked here, if this release must: a second kick would send waiters to the nodes for a
+// release already answered (TestOwnReleaseAfterItsEcho).
 func (h *wakeHub) ownRelease(key, id string, queued bool) {
 	single, sets := !queued, true
 	h.mu.Lock()
