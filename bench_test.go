@@ -110,10 +110,27 @@ func BenchmarkFloorSingleNode(b *testing.B) {
 	}
 }
 
+// serversCPU is the CPU time the cluster's redis-server processes have used so far, and
+// false where it cannot be read (/proc is Linux's).
+func serversCPU(cluster *redisproc.Cluster) (time.Duration, bool) {
+	var t time.Duration
+	for _, n := range cluster.Nodes() {
+		d, err := n.CPU()
+		if err != nil {
+			return 0, false
+		}
+		t += d
+	}
+	return t, true
+}
+
 // BenchmarkParallelAcquireRelease is TryAcquire plus Release from P goroutines at once on
 // distinct keys, through one Client on 5 real nodes: the load of a service with many
 // locks in flight. ns/op is per acquire+release cycle of the whole process; errors/op counts
-// the acquires and releases that failed (node timeouts when the machine is saturated). The
+// the acquires and releases that failed (node timeouts when the machine is saturated);
+// server-µs/op (Linux) is the CPU the five redis-server processes spent per cycle (/proc,
+// 10 ms ticks: use enough cycles), which with the client's own bounds the rate when the
+// client and the servers share the machine's cores (bench/run.sh -scenarios p prints both). The
 // node-concurrency variants are the measurement behind DefaultNodeConcurrency:
 //
 //	go test -run '^$' -bench 'ParallelAcquireRelease/P=256' -benchtime 20000x -count 3
@@ -141,6 +158,7 @@ func BenchmarkParallelAcquireRelease(b *testing.B) {
 			var next, failed atomic.Int64
 			b.ReportAllocs()
 			b.SetParallelism(max(1, p/runtime.GOMAXPROCS(0)))
+			server0, _ := serversCPU(cluster)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -155,7 +173,11 @@ func BenchmarkParallelAcquireRelease(b *testing.B) {
 					}
 				}
 			})
+			b.StopTimer()
 			b.ReportMetric(float64(failed.Load())/float64(b.N), "errors/op")
+			if server1, ok := serversCPU(cluster); ok {
+				b.ReportMetric(float64((server1-server0).Microseconds())/float64(b.N), "server-µs/op")
+			}
 		})
 	}
 }

@@ -3,18 +3,15 @@ package harness
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/quorumlock/redlock/internal/redisproc"
 	"github.com/redis/go-redis/v9"
 )
-
-// clockTick is Linux's USER_HZ, the unit of utime and stime in /proc/PID/stat.
-const clockTick = 10 * time.Millisecond
 
 // selfCPU is the user plus system CPU time of this process.
 func selfCPU() time.Duration {
@@ -25,25 +22,40 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// procCPU is the user plus system CPU time of process pid, from /proc (10 ms resolution),
-// or 0 when it cannot be read.
+// procCPU is the user plus system CPU time of process pid (redisproc.ProcCPU), or 0 when it
+// cannot be read.
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
+	d, _ := redisproc.ProcCPU(pid)
+	return d
+}
+
+// cpuCost is CPU time spent by a contender: the client's (this process's) and the nodes'.
+type cpuCost struct{ client, server time.Duration }
+
+// perLock divides the cost by n locks; -1 each (printed "–") when there is none or no lock.
+func (c *cpuCost) perLock(n int) cpuCost {
+	if c == nil || n <= 0 {
+		return cpuCost{-1, -1}
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
+	return cpuCost{c.client / time.Duration(n), c.server / time.Duration(n)}
+}
+
+// nodePIDs returns the PIDs of the first n of the run's redis-server nodes.
+func (r *runner) nodePIDs(n int) []int {
+	pids := make([]int, n)
+	for i := range pids {
+		pids[i] = r.nodes[i].PID()
 	}
-	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); utime is field 14, stime 15
-	if len(f) < 13 {
-		return 0
+	return pids
+}
+
+// pidsCPU is the CPU time of processes pids so far, added up (procCPU).
+func pidsCPU(pids []int) time.Duration {
+	var t time.Duration
+	for _, pid := range pids {
+		t += procCPU(pid)
 	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+st) * clockTick
+	return t
 }
 
 // cmdStats is INFO commandstats summed over nodes: calls and microseconds per command.

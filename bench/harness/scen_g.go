@@ -130,17 +130,8 @@ func (r *runner) scenarioG(ctx context.Context) error {
 	// commands (INFO commandstats), each divided by the cycles of all invocations.
 	statClients := newClients(addrs)
 	defer closeClients(statClients)
-	pids := make([]int, len(addrs))
-	for i := range addrs {
-		pids[i] = r.nodes[i].PID()
-	}
-	serverCPU := func() time.Duration {
-		var t time.Duration
-		for _, pid := range pids {
-			t += procCPU(pid)
-		}
-		return t
-	}
+	pids := r.nodePIDs(len(addrs))
+	serverCPU := func() time.Duration { return pidsCPU(pids) }
 	type cost struct {
 		client, server, inRedis time.Duration
 		detail                  string

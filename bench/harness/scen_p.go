@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -70,8 +71,20 @@ func (r *runner) scenarioP(ctx context.Context) error {
 		}
 	}
 	r.logf("p: %d contenders × P = %v × %s, interleaved", len(cts), ps, r.cfg.PDur)
+	// The CPU each pair's slices took, this process's (the client's) and the five servers':
+	// one pair runs at a time, so a slice's CPU is its pair's.
+	pids := r.nodePIDs(len(addrs))
+	cpu := map[*contender]*cpuCost{}
 	sts := interleaveWith(ctx, pairs, r.cfg.PDur, r.cfg.Slice, func(c *contender, st *stats, d time.Duration) {
+		c0, s0 := selfCPU(), pidsCPU(pids)
 		c.runParallel(ctx, st, d, pOf[c])
+		e := cpu[c]
+		if e == nil {
+			e = &cpuCost{}
+			cpu[c] = e
+		}
+		e.client += selfCPU() - c0
+		e.server += pidsCPU(pids) - s0
 	})
 
 	w := r.out
@@ -87,14 +100,26 @@ func (r *runner) scenarioP(ctx context.Context) error {
 	rows := [][]string{}
 	var ns []string
 	var ts []Target
+	cores := runtime.NumCPU()
+	var ceil []string
 	for i, p := range ps {
 		ours, rs := sts[i*n], sts[i*n+1]
 		for j := range cts {
 			st := sts[i*n+j]
+			cc := cpu[pairs[i*n+j]].perLock(st.ops)
 			rows = append(rows, []string{fmt.Sprint(p), cts[j].name, rate(st.opsPerSec()),
 				ms(st.acq.pct(50)), ms(st.acq.pct(99)), ms(st.rel.pct(99)), fmt.Sprint(st.ops),
-				fmt.Sprintf("%d/%d", st.acqFail, st.relFail), ratio(ours.opsPerSec(), st.opsPerSec()), spread(ours, st)})
+				fmt.Sprintf("%d/%d", st.acqFail, st.relFail), ratio(ours.opsPerSec(), st.opsPerSec()), spread(ours, st),
+				us(cc.client), us(cc.server)})
 			ns = append(ns, errNote(fmt.Sprintf("P=%d %s", p, cts[j].name), st))
+		}
+		oc, rc := cpu[pairs[i*n]].perLock(ours.ops), cpu[pairs[i*n+1]].perLock(rs.ops)
+		if oc.client > 0 && oc.server > 0 && rc.client > 0 && rc.server > 0 {
+			o, r := oc.client+oc.server, rc.client+rc.server
+			ceil = append(ceil, fmt.Sprintf("P=%d: ours %s per lock (client %s, servers %s), redsync %s (%s, %s): at most %s and %s locks/s on %d cores, a ratio of %s; measured %s and %s, %s",
+				p, us(o), us(oc.client), us(oc.server), us(r), us(rc.client), us(rc.server),
+				rate(float64(cores)*float64(time.Second)/float64(o)), rate(float64(cores)*float64(time.Second)/float64(r)), cores,
+				ratio(float64(r), float64(o)), rate(ours.opsPerSec()), rate(rs.opsPerSec()), ratio(ours.opsPerSec(), rs.opsPerSec())))
 		}
 		switch {
 		case p == 64:
@@ -103,8 +128,12 @@ func (r *runner) scenarioP(ctx context.Context) error {
 			ts = append(ts, pTarget(p, ours, rs, 2.5))
 		}
 	}
-	table(w, []string{"P", "contender", "locks/s", "acquire p50", "acquire p99", "release p99", "cycles", "errors acq/rel", "ours/this locks/s", "per-round ours/this: median (IQR)"}, rows)
+	table(w, []string{"P", "contender", "locks/s", "acquire p50", "acquire p99", "release p99", "cycles", "errors acq/rel", "ours/this locks/s", "per-round ours/this: median (IQR)",
+		"client CPU/lock", "redis-server CPU/lock"}, rows)
 	notes(w, ns)
+	fmt.Fprintf(w, "CPU per lock: client = this process (getrusage over the contender's slices, the harness's loop included), redis-server = the five server processes (/proc, 10 ms ticks), each divided by the locks taken. "+
+		"The client and the servers share the machine's %d cores, so their CPU per lock together bounds the rate; where the cores are busy the rates follow it:\n\n", cores)
+	notes(w, ceil)
 	var fl []string
 	for i, p := range ps {
 		ours, fb, fr := sts[i*n], sts[i*n+2], sts[i*n+3]

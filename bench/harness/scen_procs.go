@@ -332,13 +332,7 @@ func (g *procGroup) slice(d time.Duration) error {
 }
 
 // nodesCPU is the CPU time of the group's servers so far (0 without servers).
-func (g *procGroup) nodesCPU() time.Duration {
-	var t time.Duration
-	for _, pid := range g.servers {
-		t += procCPU(pid)
-	}
-	return t
-}
+func (g *procGroup) nodesCPU() time.Duration { return pidsCPU(g.servers) }
 
 // stop ends the workers: their stdin closes, they release what they hold and exit; one
 // that has not exited after 10 s is killed.
@@ -534,9 +528,7 @@ func (r *runner) procsDistinct(ctx context.Context, p, g int) error {
 	}
 	defer stopGroups(groups)
 	for _, g := range groups {
-		for i := range addrs {
-			g.servers = append(g.servers, r.nodes[i].PID())
-		}
+		g.servers = r.nodePIDs(len(addrs))
 	}
 	slice := min(max(r.cfg.Slice, time.Second), dur)
 	r.logf("procsd: %d contenders × %s, %d processes × %d goroutines on distinct keys, interleaved in slices of %s", len(groups), dur, p, g, slice)

@@ -201,6 +201,35 @@ func TestNotRunning(t *testing.T) {
 	if err := n.Resume(); err == nil {
 		t.Fatal("Resume on a killed node succeeded")
 	}
+	if _, err := n.CPU(); err == nil {
+		t.Fatal("CPU of a killed node gave no error")
+	}
+}
+
+// TestNodeCPU: the CPU time read from /proc grows by about what the server spends.
+func TestNodeCPU(t *testing.T) {
+	c := redisproc.StartT(t, 1, redisproc.Config{})
+	n := c.Nodes()[0]
+	rc := c.ClientsT(t)[0]
+	before, err := n.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Lua loop of 3*10^7 steps keeps the server busy for a few hundred milliseconds.
+	start := time.Now()
+	if err := rc.Eval(context.Background(), "local i = 0 while i < 30000000 do i = i + 1 end return i", nil).Err(); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	after, err := n.CPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The loop's CPU is at most its wall time (plus two ticks), and whatever else runs on
+	// the machine it is at least a few ticks: the loop's own work does not shrink.
+	if spent := after - before; spent > took+20*time.Millisecond || spent < 50*time.Millisecond {
+		t.Fatalf("CPU grew by %v over a busy loop of %v", spent, took)
+	}
 }
 
 func TestCloseIdempotent(t *testing.T) {
