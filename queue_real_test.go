@@ -331,6 +331,94 @@ func TestRealQueueDeadHeadFarBack(t *testing.T) {
 	wantPlaceGone(t, ctx, admin, q, deadWaiter, w.Quorum())
 }
 
+// TestRealQueueInertHeadFarBack: the head hears its turn (a connection listens on its turn
+// channel on every node, so no runner-up notice goes out) and never comes, as when its process
+// dies or stops just then. The live waiter behind it was far back when it last tried, so its
+// own pause is long. The Client that released tries the key again at once, as a service
+// looping on it does, and is turned away from the free key with waiters ahead; it comes back
+// by runnerUpWait (turn.pause), after the grace, which passes the inert head over and tells
+// the live waiter its turn: it has the lock within one retry delay of the release. Before,
+// the releasing Client came back after its own place's pause (here ten waiters ahead: half a
+// second or more), and with 32 processes on one key such a head cost 0.43-0.51 s in a
+// helper's runs (design.md §3.10).
+func TestRealQueueInertHeadFarBack(t *testing.T) {
+	const key = "queue:inert:far"
+	const delay = 100 * time.Millisecond
+	cluster := redisproc.StartT(t, 5, redisproc.Config{})
+	admin := cluster.ClientsT(t)
+	ctx := ctxT(t, 60*time.Second)
+	looper := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(delay))
+	held, err := looper.TryAcquire(ctx, key, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := newQueueKeys(key)
+	const inert = "inert000000000000000000000000000"
+	places := map[string]float64{inert: 100}
+	var served []any // places ahead of the inert head, older than any real ticket
+	for i := range 9 {
+		m := fmt.Sprintf("served%026d", i)
+		places[m] = float64(1 + i)
+		served = append(served, m)
+	}
+	placeWaiters(t, ctx, admin, q, places)
+	for _, rc := range admin { // the inert head's process listens, and does nothing else
+		ps := rc.Subscribe(ctx, turnChannel(inert))
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer ps.Close()
+	}
+	w := newTestClient(t, cluster.ClientsT(t), WithRetryDelay(delay))
+	got := acquireTimed(ctx, w, key)
+	testutil.WaitFor(t, 10*time.Second, "the live waiter to be queued on a quorum", func() bool {
+		return queuedOnQuorum(ctx, admin, key, w.id)
+	})
+	// Eight more places behind the live waiter and ahead of the looping Client's next
+	// Acquire: refused, that one has ten waiters ahead and would pause half a second or more.
+	ticket, err := admin[0].ZScore(ctx, q.queue, w.id).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	behind := map[string]float64{}
+	for i := range 8 {
+		behind[fmt.Sprintf("behind%026d", i)] = ticket + float64(1+i)
+	}
+	placeWaiters(t, ctx, admin, q, behind)
+	for _, rc := range admin {
+		rc.ZRem(ctx, q.queue, served...)
+		for _, m := range served {
+			rc.HDel(ctx, q.waiters, m.(string))
+		}
+	}
+	released := time.Now()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lctx, stop := context.WithCancel(ctx)
+	again := make(chan error, 1)
+	go func() { // the looping Client's next Acquire, which waits behind them all
+		_, err := looper.Acquire(lctx, key, 30*time.Second)
+		again <- err
+	}()
+	r := <-got
+	stop()
+	if err := <-again; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the looping Client's next Acquire: %v, want it still waiting when cancelled", err)
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	took := r.at.Sub(released)
+	t.Logf("the live waiter had the lock %v after the release (grace %v, runnerUpWait %v, the looping Client's own pause at least %v)",
+		took, queueGrace(delay), runnerUpWait(delay), queuePause(delay, 10)/2)
+	if took > 2*delay {
+		t.Fatalf("the live waiter waited %v behind an inert head, want about runnerUpWait (%v), under two retry delays",
+			took, runnerUpWait(delay))
+	}
+	wantPlaceGone(t, ctx, admin, q, inert, w.Quorum())
+}
+
 // TestRealQueueLeave: an Acquire that gives up (its context ends) takes its Client's place
 // out of the queue on every node, so that nobody waits for it: the next waiter, queued behind
 // it, is told its turn by the release (its retry delay of a minute leaves it nothing else).

@@ -524,3 +524,34 @@ func TestQueuePause(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuedPauseOnFreeKey: a queued waiter refused from a free key (no milliseconds left on
+// any refusing node, waiters ahead) tries again by runnerUpWait at the latest, whatever its
+// place, so that a head that heard its turn and never came is passed over by the grace
+// (design.md §3.10, rule 4); refused from a held key it keeps its place's pause.
+func TestQueuedPauseOnFreeKey(t *testing.T) {
+	_, clients := miniNodes(t, 5)
+	const d = 100 * time.Millisecond
+	c := newTestClient(t, clients, WithRetryDelay(d))
+	for _, tc := range []struct {
+		name     string
+		r        attemptResult
+		min, max time.Duration
+	}{
+		{"free, 10 ahead", attemptResult{kind: attemptContended, ahead: 10, left: 0}, 0, runnerUpWait(d)},
+		{"free, runner-up", attemptResult{kind: attemptContended, ahead: 1, left: 0}, d / 2, runnerUpWait(d)},
+		{"held, 10 ahead", attemptResult{kind: attemptContended, ahead: 10, left: 5000}, queuePause(d, 10) / 2, 3 * queuePause(d, 10) / 2},
+		{"held, runner-up", attemptResult{kind: attemptContended, ahead: 1, left: 20}, d / 2, 3 * d / 2},
+		{"not queued", attemptResult{kind: attemptContended}, d / 2, 3 * d / 2},
+	} {
+		for range 50 {
+			tr := &turn{c: c}
+			if p := tr.pause(tc.r); p < tc.min || p > tc.max {
+				t.Fatalf("%s: pause %v, want %v to %v", tc.name, p, tc.min, tc.max)
+			}
+		}
+	}
+	if runnerUpWait(d) <= queueGrace(d) || runnerUpWait(d) >= d {
+		t.Fatalf("runnerUpWait %v: want it after the grace (%v) and under a retry delay", runnerUpWait(d), queueGrace(d))
+	}
+}

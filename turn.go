@@ -150,6 +150,13 @@ func (t *turn) tried(woken bool, r attemptResult) {
 // node refusing (overload). An eager turn waits no longer than the refusals last (the most
 // milliseconds left that a refusing node reported, plus one): a permit or a writer key about
 // to expire, a read phase about to end, with no release to announce it.
+//
+// A queued waiter that every refusing node turned away from a free key (no milliseconds
+// left, waiters ahead) comes back by runnerUpWait at the latest: the key is between a
+// release and its head's acquire, and a head that heard its turn and never came (its process
+// died just then, or stopped) loses it to the first attempt after the grace (design.md
+// §3.10, rule 4), which no notice brings forward. Without this, that attempt waited for the
+// first waiter whose own pause ended.
 func (t *turn) pause(r attemptResult) time.Duration {
 	d := t.c.cfg.retryDelay
 	if r.kind == attemptOverloaded {
@@ -158,7 +165,11 @@ func (t *turn) pause(r attemptResult) time.Duration {
 	}
 	t.overloaded = 0
 	if r.ahead > 0 {
-		return jitter(queuePause(d, r.ahead))
+		p := jitter(queuePause(d, r.ahead))
+		if r.kind == attemptContended && r.left == 0 {
+			p = min(p, runnerUpWait(d))
+		}
+		return p
 	}
 	p := jitter(d)
 	if t.eager && r.left > 0 {
