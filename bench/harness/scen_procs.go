@@ -93,25 +93,25 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 	}
 	defer im.close()
 	ctx := context.Background()
-	// Warm: dial every node and load the scripts, on a key of this worker's own. Tens of
-	// workers start at once on a few cores, so a first try may find the nodes (or this
-	// process) too slow for the node timeout; the warm-up is not measured, so it tries again,
+	// Warm: dial every node and load the scripts, on keys of this worker's own. Tens of
+	// workers start at once on a few cores, so a first try, or its release, may find the
+	// nodes (or this process) too slow for the node timeout; the warm-up is not measured, so
+	// it tries again, on a fresh key (a release that failed may have left the last one held),
 	// up to warmTries times, and fails the run only then.
-	warmKey := fmt.Sprintf("%s:warm:%d", w.Key, os.Getpid())
 	const warmTries = 20
 	var warmErr error
 	for warmed, tries := 0, 0; warmed < 3; tries++ {
 		if tries == warmTries {
 			return fmt.Errorf("warm-up: %d of %d tries failed, the last: %w", tries-warmed, tries, warmErr)
 		}
-		h, err := im.try(ctx, warmKey)
+		h, err := im.try(ctx, fmt.Sprintf("%s:warm:%d:%d", w.Key, os.Getpid(), tries))
+		if err == nil {
+			err = im.release(ctx, h)
+		}
 		if err != nil {
 			warmErr = err
 			time.Sleep(100 * time.Millisecond) // a pause between tries of an unmeasured warm-up
 			continue
-		}
-		if err := im.release(ctx, h); err != nil {
-			return fmt.Errorf("warm-up: %w", err)
 		}
 		warmed++
 	}
