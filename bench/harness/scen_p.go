@@ -115,11 +115,12 @@ func (r *runner) scenarioP(ctx context.Context) error {
 		}
 		oc, rc := cpu[pairs[i*n]].perLock(ours.ops), cpu[pairs[i*n+1]].perLock(rs.ops)
 		if oc.client > 0 && oc.server > 0 && rc.client > 0 && rc.server > 0 {
-			o, r := oc.client+oc.server, rc.client+rc.server
+			oSum, rSum := oc.client+oc.server, rc.client+rc.server
+			most := func(perLock time.Duration) float64 { return float64(cores) * float64(time.Second) / float64(perLock) }
 			ceil = append(ceil, fmt.Sprintf("P=%d: ours %s per lock (client %s, servers %s), redsync %s (%s, %s): at most %s and %s locks/s on %d cores, a ratio of %s; measured %s and %s, %s",
-				p, us(o), us(oc.client), us(oc.server), us(r), us(rc.client), us(rc.server),
-				rate(float64(cores)*float64(time.Second)/float64(o)), rate(float64(cores)*float64(time.Second)/float64(r)), cores,
-				ratio(float64(r), float64(o)), rate(ours.opsPerSec()), rate(rs.opsPerSec()), ratio(ours.opsPerSec(), rs.opsPerSec())))
+				p, us(oSum), us(oc.client), us(oc.server), us(rSum), us(rc.client), us(rc.server),
+				rate(most(oSum)), rate(most(rSum)), cores,
+				ratio(float64(rSum), float64(oSum)), rate(ours.opsPerSec()), rate(rs.opsPerSec()), ratio(ours.opsPerSec(), rs.opsPerSec())))
 		}
 		switch {
 		case p == 64:

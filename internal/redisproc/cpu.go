@@ -31,8 +31,11 @@ func ProcCPU(pid int) (time.Duration, error) {
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')') // the command name may hold spaces and parentheses
-	f := strings.Fields(s[i+1:])       // f[0] is field 3 (state); utime is field 14, stime 15
-	if i < 0 || len(f) < 13 {
+	if i < 0 {
+		return 0, fmt.Errorf("redisproc: /proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(s[i+1:]) // f[0] is field 3 (state); utime is field 14, stime 15
+	if len(f) < 13 {
 		return 0, fmt.Errorf("redisproc: /proc/%d/stat: unexpected format", pid)
 	}
 	u, err1 := strconv.ParseInt(f[11], 10, 64)
