@@ -133,7 +133,7 @@ func (r *runner) scenarioP(ctx context.Context) error {
 		"client CPU/lock", "redis-server CPU/lock"}, rows)
 	notes(w, ns)
 	fmt.Fprintf(w, "CPU per lock: client = this process (getrusage over the contender's slices, the harness's loop included), redis-server = the five server processes (/proc, 10 ms ticks), each divided by the locks taken. "+
-		"The client and the servers share the machine's %d cores, so their CPU per lock together bounds the rate; where the cores are busy the rates follow it:\n\n", cores)
+		"The client and the servers share the machine's %d cores, so their CPU per lock together bounds the rate. A rate close to its bound says the cores were that busy and the contender bound by CPU, not by waiting; two such rates are in the inverse ratio of their CPU per lock, and the columns say whose CPU it is:\n\n", cores)
 	notes(w, ceil)
 	var fl []string
 	for i, p := range ps {

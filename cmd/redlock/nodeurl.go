@@ -63,8 +63,9 @@ func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
 		o, problem := parseNodeURL(u)
 		if problem != "" {
 			hint := ""
-			if i+1 < len(entries) && !nodeScheme(strings.TrimSpace(entries[i+1])) {
-				// The next entry is no URL either: most likely a ',' cut this one short.
+			if i+1 < len(entries) && (!nodeScheme(strings.TrimSpace(entries[i+1])) || cutBeforeAt(u, entries[i+1:])) {
+				// The next entry is no URL either, or this one has no '@' and a later one
+				// has: most likely a ',' in a password cut this one short.
 				hint = commaHint
 			}
 			return nil, fmt.Errorf("%s: bad node URL %q: %s (want redis://HOST:PORT%s)", source, redactURL(u), problem, hint)
@@ -85,6 +86,21 @@ func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
 		urls = append(urls, nodeURL{raw: u, opts: o})
 	}
 	return urls, nil
+}
+
+// cutBeforeAt reports whether entry u of a node list has no '@' while one of the entries
+// after it has: the shape of a URL whose password held a ',' (the list was cut inside the
+// password, and the '@' that ends it went with the rest).
+func cutBeforeAt(u string, rest []string) bool {
+	if strings.Contains(u, "@") {
+		return false
+	}
+	for _, r := range rest {
+		if strings.Contains(r, "@") {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeScheme reports whether u starts with one of the schemes go-redis dials, in any case

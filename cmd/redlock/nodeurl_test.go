@@ -129,6 +129,8 @@ func TestNodeURLQuery(t *testing.T) {
 		// A ',' in the password cuts the first URL short: its error says why.
 		{"redis://:hun," + pw + "@127.0.0.1:7611", `bad node URL "redis://:xxxxx": an invalid port (want redis://HOST:PORT; a ',' inside a password or a query value splits the list: write it as %2C)`},
 		{"redis://u:hun," + pw + "@127.0.0.1:7611,redis://127.0.0.1:7612", "an invalid port (want redis://HOST:PORT; a ',' inside a password"},
+		// The rest of the password looks like a URL of its own: the '@' after the cut says it.
+		{"redis://:hun,redis://" + pw + "@127.0.0.1:7611", `bad node URL "redis://:xxxxx": an invalid port (want redis://HOST:PORT; a ',' inside a password or a query value splits the list: write it as %2C)`},
 		{"redis://127.0.0.1:7611?client_name=" + pw + "%zz", "an invalid %-escape"},
 		{"redis://:" + pw + "%zz@127.0.0.1:7611", "an invalid %-escape; a '%' in a password is written %25"},
 		// A reserved character in the password ends the host part early: the error says so.
@@ -195,5 +197,24 @@ func TestNodesFileEntries(t *testing.T) {
 	}
 	if got := nodesFileEntries("# only a comment\n\n"); len(got) != 0 {
 		t.Errorf("nodesFileEntries of a file without entries = %q, want none", got)
+	}
+}
+
+// TestNodeURLCommaHintOnlyWhenCut: a bad URL in a list of good ones gets no hint about a ','
+// inside a password; one with no '@' before an entry that has one does.
+func TestNodeURLCommaHintOnlyWhenCut(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		hint bool
+	}{
+		{"redis://127.0.0.1:x,redis://127.0.0.1:7612", false},
+		{"redis://127.0.0.1:x,redis://:pw@127.0.0.1:7612", true}, // ambiguous: said as a possibility
+		{"redis://:a@127.0.0.1:x,redis://:pw@127.0.0.1:7612", false},
+		{"redis://:a,redis://b@127.0.0.1:7611", true},
+	} {
+		_, err := parseNodeURLs(tc.spec, "--nodes", "")
+		if err == nil || strings.Contains(err.Error(), "a ',' inside a password") != tc.hint {
+			t.Errorf("%s: %v; want the ',' hint: %v", tc.spec, err, tc.hint)
+		}
 	}
 }
