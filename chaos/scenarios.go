@@ -209,8 +209,8 @@ var scenarios = []*Scenario{
 		Name: "rolling-restart", Group: groupNode,
 		Summary: "a long hold while every node restarts empty, one after another: healing keeps it",
 		Story: "Client A holds the lock for 6 TTLs while the other clients keep trying. The five nodes restart " +
-			"without persistence one at a time, each after the previous one came back and A's lock was renewed " +
-			"twice. Each restarted node answers A's next extend \"not ours\"; the extend is still confirmed by the " +
+			"without persistence one at a time, each once A's lock has been renewed twice since the last restart " +
+			"(or since it was acquired). Each restarted node answers A's next extend \"not ours\"; the extend is still confirmed by the " +
 			"others, and healing puts A's key back on the restarted node (SET NX) with its counter lifted to A's " +
 			"token. A keeps a quorum throughout and finishes; nobody else gets the lock meanwhile.",
 		Expect: Expect{Kept: "long hold"},
