@@ -1063,8 +1063,12 @@ func TestRealExecNodesFileAuthACL(t *testing.T) {
 func TestRealExecLockDelay(t *testing.T) {
 	t.Parallel()
 	cluster, nodes := startCluster(t, 3)
-	node0 := redis.NewClient(&redis.Options{Addr: cluster.Addrs()[0]})
-	defer node0.Close()
+	var admin []*redis.Client
+	for _, addr := range cluster.Addrs() {
+		rc := redis.NewClient(&redis.Options{Addr: addr})
+		defer rc.Close()
+		admin = append(admin, rc)
+	}
 	dir := t.TempDir()
 	killLeftovers(t, dir)
 	const (
@@ -1075,8 +1079,19 @@ func TestRealExecLockDelay(t *testing.T) {
 	holder := startBin(t, nil, "exec", "--nodes", nodes, "--ttl", ttl.String(), "--lock-delay", delay.String(), key, "--", "sh", "-c",
 		childScript(`echo started > "$D/a"; exec sleep 60`), "sh", dir)
 	testutil.WaitFor(t, 15*time.Second, "the holder's command to start", func() bool { return fileExists(filepath.Join(dir, "a")) })
-	if p := node0.PTTL(t.Context(), key).Val(); p <= ttl || p > ttl+delay {
-		t.Fatalf("node 0: key PTTL %v while the command runs, want in (%v, %v]", p, ttl, ttl+delay)
+	// The keys live ttl + delay on a quorum: the acquire may have been decided without a node
+	// whose reply was late (a CI run under load found no key on node 0 at this point).
+	var pttls []time.Duration
+	in := 0
+	for _, rc := range admin {
+		p := rc.PTTL(t.Context(), key).Val()
+		pttls = append(pttls, p)
+		if p > ttl && p <= ttl+delay {
+			in++
+		}
+	}
+	if in < 2 {
+		t.Fatalf("key PTTL on the nodes %v while the command runs, want a quorum (2 of 3) in (%v, %v]", pttls, ttl, ttl+delay)
 	}
 	if err := holder.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
