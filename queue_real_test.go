@@ -321,14 +321,21 @@ func TestRealQueueDeadHeadFarBack(t *testing.T) {
 			rc.HDel(ctx, q.waiters, m.(string))
 		}
 	}
-	took := releaseAndTime(t, ctx, held, got)
-	t.Logf("the runner-up had the lock %v after the release (grace %v, runnerUpWait %v, its own pause at least %v)",
-		took, queueGrace(delay), runnerUpWait(delay), queuePause(delay, 10)/2)
-	if took > 2*delay {
-		t.Fatalf("the runner-up waited %v behind a dead head, want about runnerUpWait (%v), under two retry delays",
-			took, runnerUpWait(delay))
-	}
+	wantServedSoon(t, releaseAndTime(t, ctx, held, got), delay, "the runner-up", "a dead head")
 	wantPlaceGone(t, ctx, admin, q, deadWaiter, w.Quorum())
+}
+
+// wantServedSoon checks that who had the lock within two retry delays (delay) of the release,
+// behind head, which never came: about runnerUpWait, not the pause of a waiter that was ten
+// places back when it last tried.
+func wantServedSoon(t *testing.T, took, delay time.Duration, who, head string) {
+	t.Helper()
+	t.Logf("%s had the lock %v after the release (grace %v, runnerUpWait %v, a pause with ten ahead at least %v)",
+		who, took, queueGrace(delay), runnerUpWait(delay), queuePause(delay, 10)/2)
+	if took > 2*delay {
+		t.Fatalf("%s waited %v behind %s, want about runnerUpWait (%v), under two retry delays",
+			who, took, head, runnerUpWait(delay))
+	}
 }
 
 // TestRealQueueInertHeadFarBack: the head hears its turn (a connection listens on its turn
@@ -409,13 +416,7 @@ func TestRealQueueInertHeadFarBack(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	took := r.at.Sub(released)
-	t.Logf("the live waiter had the lock %v after the release (grace %v, runnerUpWait %v, the looping Client's own pause at least %v)",
-		took, queueGrace(delay), runnerUpWait(delay), queuePause(delay, 10)/2)
-	if took > 2*delay {
-		t.Fatalf("the live waiter waited %v behind an inert head, want about runnerUpWait (%v), under two retry delays",
-			took, runnerUpWait(delay))
-	}
+	wantServedSoon(t, r.at.Sub(released), delay, "the live waiter", "an inert head")
 	wantPlaceGone(t, ctx, admin, q, inert, w.Quorum())
 }
 
