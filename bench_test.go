@@ -131,7 +131,8 @@ func serversCPU(cluster *redisproc.Cluster) (time.Duration, bool) {
 // server-µs/op (Linux) is the CPU the five redis-server processes spent per cycle (/proc,
 // 10 ms ticks: use enough cycles), which with the client's own bounds the rate when the
 // client and the servers share the machine's cores (bench/run.sh -scenarios p prints both). The
-// node-concurrency variants are the measurement behind DefaultNodeConcurrency:
+// node-concurrency variants compare pipelines per node in one process (DefaultNodeConcurrency
+// was chosen across processes, bench scenario procsd):
 //
 //	go test -run '^$' -bench 'ParallelAcquireRelease/P=256' -benchtime 20000x -count 3
 func BenchmarkParallelAcquireRelease(b *testing.B) {
@@ -142,9 +143,9 @@ func BenchmarkParallelAcquireRelease(b *testing.B) {
 		name string
 		opts []Option
 	}{{1, "", nil}, {64, "", nil}, {64, ",without-wakeups", []Option{WithoutWakeups()}}, {256, "", nil}, {1024, "", nil},
-		// The choice of DefaultNodeConcurrency (4): pipelines in flight per node.
-		{256, ",node-concurrency=1", []Option{WithNodeConcurrency(1)}},
+		// Pipelines in flight per node, against the default of 1.
 		{256, ",node-concurrency=2", []Option{WithNodeConcurrency(2)}},
+		{256, ",node-concurrency=4", []Option{WithNodeConcurrency(4)}},
 		{256, ",node-concurrency=8", []Option{WithNodeConcurrency(8)}},
 		{256, ",node-concurrency=16", []Option{WithNodeConcurrency(16)}}} {
 		p := bc.p

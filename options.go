@@ -17,12 +17,16 @@ const (
 	// never exceeds the validity time either.
 	DefaultNodeTimeout = 100 * time.Millisecond
 	// DefaultNodeConcurrency is the number of pipelines a Client keeps in flight to one
-	// node. Calls beyond them wait in the node's queue and go out together in the next
-	// pipeline. On loopback 1 to 16 measured within noise of each other (docs/performance.md,
-	// "Pipelines per node"); four leaves room for longer round trips, where more pipelines in
-	// flight cover the wait, while staying well below go-redis's default pool of 10
-	// connections per CPU.
-	DefaultNodeConcurrency = 4
+	// node. Calls that become ready while they are out wait in the node's queue and go out
+	// together in the next pipeline, as Nagle's algorithm holds small segments back while
+	// one is unacknowledged (RFC 896). With one, the goroutines of a process share their
+	// round trips to each node: tens of processes of a few goroutines each, on the same
+	// nodes, made 1.3 to 1.5 times the locks per second they made with four, the default
+	// until 2026-12-05, and one goroutine alone as many (docs/performance.md, "Pipelines per
+	// node"; bench scenario procsd prints both). The price: a call that becomes ready while
+	// its node's pipeline is out waits for that pipeline's reply, up to one round trip more.
+	// Raise it (WithNodeConcurrency) where round trips are long and a process's calls few.
+	DefaultNodeConcurrency = 1
 	// DefaultRetryLimit is the number of attempts Acquire makes; 0 means no limit, so
 	// Acquire retries until it acquires or its context ends.
 	DefaultRetryLimit = 0

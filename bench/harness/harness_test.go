@@ -189,7 +189,7 @@ func TestProcsShort(t *testing.T) {
 		t.Fatalf("ran %v", res.Ran)
 	}
 	for _, want := range []string{"## procs:", "ours, wake-ups (default)", "ours, WithoutWakeups (polling)", "redsync default", "Jain fairness across processes",
-		"## procsd: 2 processes × 2 goroutines", "ours, TryAcquire + Release", "redsync, TryLockContext + Unlock", "failed Acquire calls"} {
+		"## procsd: 2 processes × 2 goroutines", "ours, TryAcquire + Release", "redsync, TryLockContext + Unlock", "WithNodeConcurrency(4)", "failed Acquire calls"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q", want)
 		}

@@ -17,7 +17,8 @@ const faultDelay = 20 * time.Millisecond
 // of a run with a dead or hung node at most maxStragglers still working for it.
 const (
 	// noLeak also allows for the senders a Client keeps once it has used them (at most
-	// WithNodeConcurrency per node, 4 × 5 here), which wait for work until Close.
+	// WithNodeConcurrency per node, DefaultNodeConcurrency × 5 here), which wait for work until
+	// Close.
 	noLeak        = 5 + 5*redlock.DefaultNodeConcurrency
 	maxStragglers = 50
 	// releaseSlack is how much slower than acquire a release may be and still count as

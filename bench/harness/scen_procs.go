@@ -36,6 +36,8 @@ type procsWorker struct {
 	Distinct   bool
 	Goroutines int
 	Try        bool
+	// NodeConcurrency, when positive, is ours' WithNodeConcurrency (the default otherwise).
+	NodeConcurrency int
 }
 
 // procsSlice is what one worker measured in one slice; it is the JSON line the worker
@@ -78,11 +80,15 @@ func runWorker(spec string, in io.Reader, out io.Writer) error {
 	}
 	var im impl
 	var err error
+	var opts []redlock.Option
+	if w.NodeConcurrency > 0 {
+		opts = append(opts, redlock.WithNodeConcurrency(w.NodeConcurrency))
+	}
 	switch w.Lib {
 	case "ours":
-		im, err = newOurs(w.Addrs)
+		im, err = newOurs(w.Addrs, opts...)
 	case "ours-poll":
-		im, err = newOurs(w.Addrs, redlock.WithoutWakeups())
+		im, err = newOurs(w.Addrs, append(opts, redlock.WithoutWakeups())...)
 	case "redsync":
 		im = newRsync(w.Addrs, false)
 	default:
@@ -517,10 +523,17 @@ func (r *runner) scenarioProcsDistinct(ctx context.Context) error {
 func (r *runner) procsDistinct(ctx context.Context, p, g int) error {
 	dur := r.cfg.ProcsDur
 	addrs := r.addrs[:5]
-	names := []string{"ours, Acquire + Release", "ours, TryAcquire + Release", "redsync, LockContext + Unlock", "redsync, TryLockContext + Unlock"}
+	// The last row is ours with four pipelines per node, the default before 2026-12-05
+	// (performance.md, "Pipelines per node"): the measurement behind DefaultNodeConcurrency.
+	names := []string{"ours, Acquire + Release", "ours, TryAcquire + Release", "redsync, LockContext + Unlock", "redsync, TryLockContext + Unlock",
+		"ours, Acquire + Release, WithNodeConcurrency(4)"}
 	var workers []procsWorker
-	for i, lib := range []string{"ours", "ours", "redsync", "redsync"} {
-		workers = append(workers, procsWorker{Lib: lib, Addrs: addrs, Key: fmt.Sprintf("pd%dx%d:%d", p, g, i), Distinct: true, Goroutines: g, Try: i%2 == 1})
+	for i, lib := range []string{"ours", "ours", "redsync", "redsync", "ours"} {
+		w := procsWorker{Lib: lib, Addrs: addrs, Key: fmt.Sprintf("pd%dx%d:%d", p, g, i), Distinct: true, Goroutines: g, Try: i == 1 || i == 3}
+		if i == 4 {
+			w.NodeConcurrency = 4
+		}
+		workers = append(workers, w)
 	}
 	groups, err := startGroups(names, p, workers)
 	if err != nil {
@@ -555,7 +568,9 @@ func (r *runner) procsDistinct(ctx context.Context, p, g int) error {
 	table(w, []string{"contender", "locks/s", "vs redsync TryLock", "failed calls", "worker CPU/lock", "redis-server CPU/lock"}, rows)
 	notes(w, ns)
 	fmt.Fprintf(w, "CPU per lock: worker = the %d worker processes (getrusage, each over its slices), redis-server = the five server processes (/proc, 10 ms ticks), "+
-		"each divided by the locks taken. The machine's cores bound the two together: at this shape the rate follows their sum.\n\n", p)
+		"each divided by the locks taken. The machine's cores bound the two together: at this shape the rate follows their sum. "+
+		"The last row is ours' Acquire with four pipelines in flight per node, the default before 2026-12-05, against one now (DefaultNodeConcurrency): "+
+		"with a few goroutines per process, one pipeline per node makes the calls of a process's goroutines share round trips.\n\n", p)
 	acq, try := &groups[0].st, &groups[1].st
 	tag := fmt.Sprintf("%d×%d distinct keys: ", p, g)
 	ts := []Target{
