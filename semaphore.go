@@ -258,8 +258,9 @@ func (s *Semaphore) attempt(ctx context.Context, ttl time.Duration, released str
 		}
 	}
 	if len(cands) == 0 {
-		// refused as the first choice was: by the nodes, for another contender holds it.
-		return nil, attemptResult{kind: attemptContended, refused: r.refused}, s.allHeld(1)
+		// Refused as the first choice was: by the nodes, for another contender holds it, or
+		// here, for another call of this Client claimed it after it was chosen.
+		return nil, attemptResult{kind: attemptContended, refused: r.refused, here: r.here}, s.allHeld(1)
 	}
 	// At random among the free ones: contenders of other processes that read the same
 	// permits free spread over them instead of all trying the first.

@@ -343,6 +343,72 @@ func TestSemaphoreLocalRefusalNotCrowded(t *testing.T) {
 	}
 }
 
+// scriptedClock returns the times queued in next, one per call, and the system clock's once
+// they are used up.
+type scriptedClock struct {
+	mu   sync.Mutex
+	next []time.Time
+}
+
+func (c *scriptedClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.next) == 0 {
+		return time.Now()
+	}
+	t := c.next[0]
+	c.next = c.next[1:]
+	return t
+}
+
+func (c *scriptedClock) queue(ts ...time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next = append(c.next, ts...)
+}
+
+// TestSemaphoreLocalRefusalThenNoneFree: the first permit an attempt chose turned out taken
+// by this Client when it came to try it (another of its calls claimed it in between; here
+// the clock makes the Client's own permit look expired when the choice is made and valid
+// when it is tried), and the read then finds no other permit free. That is a refusal, here,
+// as the first try's was: the observer hears "refused", not "error", and the semaphore is
+// not marked crowded.
+func TestSemaphoreLocalRefusalThenNoneFree(t *testing.T) {
+	_, clients := miniNodes(t, 3)
+	clk := &scriptedClock{}
+	c := newTestClient(t, clients, WithClock(clk))
+	other := newTestClient(t, clients)
+	ctx := ctxT(t, 10*time.Second)
+	s := c.Semaphore("local-then-none", 2)
+	mine, err := s.TryAcquire(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Semaphore("local-then-none", 2).TryAcquire(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The choice (permitsHeld) sees our permit expired, the claim (claimPermit) sees it held.
+	clk.queue(mine.Until().Add(time.Second), mine.Until().Add(-time.Millisecond))
+	_, r, err := s.attempt(ctx, 10*time.Second, mine.Key())
+	if !errors.Is(err, ErrNotAcquired) || r.kind != attemptContended {
+		t.Fatalf("attempt: %v (%v), want contended", err, r.kind)
+	}
+	if !strings.Contains(err.Error(), "all 2 permits are held") {
+		t.Fatalf("attempt: %v, want the read's refusal (the path under test)", err)
+	}
+	if got := r.outcome(err); got != OutcomeRefused {
+		t.Errorf("observer's outcome %q, want %q", got, OutcomeRefused)
+	}
+	if !r.here || r.refused {
+		t.Errorf("result here=%v refused=%v, want refused here as the first try was", r.here, r.refused)
+	}
+	tn := &turn{c: c, set: s.all, key: s.waitKey, eager: true}
+	tn.tried(true, r)
+	if c.crowded(s.all) {
+		t.Error("crowded after a refusal here")
+	}
+}
+
 // TestSemaphoreDo: 24 goroutines of one Client run Do on 3 permits: never more than 3 run
 // at once, each permit's tokens strictly increase in the order its holders ran, and every
 // call ran.
