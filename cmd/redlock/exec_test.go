@@ -981,6 +981,7 @@ func TestExecDefaultsCompose(t *testing.T) {
 		{"499ms", "at least 500ms"},
 		{"10", "10 has no unit; write 10s"},
 		{"ten", "not a duration"},
+		{"9999999h", "9999999h is out of range: a duration is at most 2562047h0m0s"},
 	} {
 		_, err := parseExec(e, []string{"--ttl", tc.ttl, "k", "--", "true"})
 		if !isUsage(err) || !strings.Contains(err.Error(), tc.want) {

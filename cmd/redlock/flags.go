@@ -8,6 +8,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -48,6 +50,10 @@ func parseInterspersed(fs *flag.FlagSet, e *env, args []string) ([]string, error
 // "parse error".
 type durationFlag time.Duration
 
+// durationSyntax matches what time.ParseDuration reads, whatever the size: a sign, then
+// numbers each with a unit.
+var durationSyntax = regexp.MustCompile(`^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 func (d *durationFlag) String() string { return time.Duration(*d).String() }
 
 func (d *durationFlag) Set(s string) error {
@@ -55,6 +61,9 @@ func (d *durationFlag) Set(s string) error {
 	if err != nil {
 		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
 			return fmt.Errorf("%s has no unit; write %ss, %sms, %sm or %sh", s, s, s, s, s)
+		}
+		if durationSyntax.MatchString(s) { // well formed: time.ParseDuration refused its size
+			return fmt.Errorf("%s is out of range: a duration is at most %v (about 292 years)", s, time.Duration(math.MaxInt64).Truncate(time.Hour))
 		}
 		return fmt.Errorf("%q is not a duration such as 30s, 1m30s or 500ms", s)
 	}
