@@ -21,7 +21,7 @@ const (
 	// together in the next pipeline, as Nagle's algorithm holds small segments back while
 	// one is unacknowledged (RFC 896). With one, the goroutines of a process share their
 	// round trips to each node: tens of processes of a few goroutines each, on the same
-	// nodes, made 1.3 to 1.5 times the locks per second they made with four, the default
+	// nodes, made 1.2 to 1.6 times the locks per second they made with four, the default
 	// until 2026-12-05, and one goroutine alone as many (docs/performance.md, "Pipelines per
 	// node"; bench scenario procsd prints both). The price: a call that becomes ready while
 	// its node's pipeline is out waits for that pipeline's reply, up to one round trip more.
