@@ -24,8 +24,10 @@ const (
 	// nodes, made 1.2 to 1.6 times the locks per second they made with four, the default
 	// until 2026-12-05, and one goroutine alone as many (docs/performance.md, "Pipelines per
 	// node"; bench scenario procsd prints both). The price: a call that becomes ready while
-	// its node's pipeline is out waits for that pipeline's reply, up to one round trip more.
-	// Raise it (WithNodeConcurrency) where round trips are long and a process's calls few.
+	// its node's pipeline is out waits for that pipeline's reply, up to one round trip more,
+	// and when a node stops answering, calls to it wait for the timeout of the batch that
+	// was out (docs/implementation.md §1). Raise it (WithNodeConcurrency) where round trips
+	// are long and a process's calls few.
 	DefaultNodeConcurrency = 1
 	// DefaultRetryLimit is the number of attempts Acquire makes; 0 means no limit, so
 	// Acquire retries until it acquires or its context ends.

@@ -407,7 +407,14 @@ func (q *Queue) Send(c *Call) {
 		q.senders.Add(1)
 		go q.run()
 	}
+	// A kept call on a stalled node, with no sender free or started for it, waits behind
+	// batches the node is not answering: its owner hears its timeout now, as it would have
+	// from a written batch (expire).
+	waitsBehindStall := q.idle == 0 && q.stalled()
 	q.mu.Unlock()
+	if waitsBehindStall {
+		q.reportWaitingTimeout(c)
+	}
 }
 
 // SendAfter enqueues c once prev is final, so that c cannot overtake prev on this node.
@@ -699,8 +706,9 @@ func (q *Queue) expire(b *batch) {
 		b.overdue = true
 		q.overdue++
 	}
+	var kept []*Call
 	if q.stalled() {
-		kept := q.queue[:0]
+		kept = q.queue[:0]
 		for _, c := range q.queue {
 			if !c.Keep && c.state.CompareAndSwap(callQueued, callCancelled) {
 				dropped = append(dropped, c)
@@ -710,8 +718,21 @@ func (q *Queue) expire(b *batch) {
 		}
 		clear(q.queue[len(kept):])
 		q.queue = kept
+		kept = slices.Clone(kept) // reported below, without q.mu
 	}
 	q.mu.Unlock()
+	// The kept calls wait behind batches the node is not answering: with one sender (the
+	// default) that is every call sent to the node since. Their owners hear a timeout now,
+	// as the written calls' do (reportWaitingTimeout: once, and the calls waiting behind
+	// them too); they are still written in order once a sender is free. Without this a
+	// release queued here held back the Client's next acquire call to the node until
+	// go-redis gave up on the stuck batch, and an attempt split between the other nodes
+	// waited for it (TestStalledQueueReportsKeptCalls).
+	for _, c := range kept {
+		if c.state.Load() == callQueued {
+			q.reportWaitingTimeout(c)
+		}
+	}
 	// Every call, Keep calls too, reports its timeout now: its owner gets an answer within
 	// the node's timeout. The call itself goes on (up to the exec budget), and its late
 	// answer still reaches the sink and the OnFinal hook.

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -509,5 +510,69 @@ func TestDrainedQueueLetsBurstGo(t *testing.T) {
 	q.queue = append(q.queue, &Call{})
 	if q.take(nil); q.queue == nil || cap(q.queue) == 0 {
 		t.Fatal("a small queue drained in one take lost its array")
+	}
+}
+
+// TestStalledQueueReportsKeptCalls: with one sender stuck on a node that does not answer,
+// the kept calls queued behind it (one queued before the stall, one sent during it) and a
+// call waiting behind one of them hear their timeouts while the stuck batch is still out,
+// as a written batch's calls do; every one of them is still written, in its order, once
+// the node answers.
+func TestStalledQueueReportsKeptCalls(t *testing.T) {
+	m, rc0 := miniClient(t)
+	rc0.Close()
+	p, err := faultproxy.Start(m.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	rc := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rc.Close() })
+	q := newQueue(t, rc, 50*time.Millisecond, 1)
+	if ev := Do(context.Background(), rc, &Call{Args: []any{"ping"}, Kind: ReplyString}); ev.Err != nil {
+		t.Fatal(ev.Err)
+	}
+	p.SetDelay(300*time.Millisecond, 0)
+	events := make(chanSink, 16)
+	call := func(tag uint8) *Call {
+		return &Call{Args: []any{"rpush", "order", tag}, Kind: ReplyInt, Keep: true, Sink: events, Tag: tag}
+	}
+	stuck, queued, behind, during := call(1), call(2), call(3), call(4)
+	q.Send(stuck)
+	testWaitFor(t, func() bool { return q.Queued() == 0 }) // the only sender has taken it
+	q.Send(queued)                                         // so this one waits in the queue
+	q.SendAfter(queued, behind)
+	var order []string
+	final := map[uint8]bool{}
+	for len(final) < 4 {
+		var ev Event
+		select {
+		case ev = <-events:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("events so far %v (tag:outcome): not every call is final", order)
+		}
+		if ev.Final() {
+			final[ev.Tag] = true
+		}
+		order = append(order, fmt.Sprintf("%d:%d", ev.Tag, ev.Out))
+		if ev.Tag == 1 && ev.Out == TimedOut {
+			if !q.Stalled() {
+				t.Fatal("the only sender is past the timeout, yet the queue is not stalled")
+			}
+			q.Send(during)
+		}
+	}
+	// Every timeout came before the stuck batch's late answer.
+	late := slices.Index(order, fmt.Sprintf("1:%d", Late))
+	for _, tag := range []uint8{2, 3, 4} {
+		if i := slices.Index(order, fmt.Sprintf("%d:%d", tag, TimedOut)); i < 0 || i > late {
+			t.Fatalf("call %d: events %v (tag:outcome), want its timeout before the stuck batch's late answer", tag, order)
+		}
+	}
+	testWaitFor(t, func() bool { l, _ := m.List("order"); return len(l) == 4 })
+	// Per-node order: the stuck call first, the call sent after queued behind it (during
+	// was sent on its own, so it may come before behind).
+	if l, _ := m.List("order"); l[0] != "1" || slices.Index(l, "2") > slices.Index(l, "3") {
+		t.Fatalf("written in the order %v, want 1 first and 2 before 3", l)
 	}
 }
