@@ -198,3 +198,21 @@ func TestProcsShort(t *testing.T) {
 		t.Errorf("%d targets, want 6", n)
 	}
 }
+
+// TestMeasuredNotPrintedAsThreshold: a ratio that misses its threshold by less than the
+// printed digits is shown with more of them, so a FAIL never reads "≥ 1.50×, 1.50×".
+func TestMeasuredNotPrintedAsThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		tg   Target
+		want string
+	}{
+		{atLeast("x", "n", 1.4966, 1.5), "1.497×"},
+		{atMost("x", "n", 0.2004, 0.2), "0.2004×"},
+		{atLeast("x", "n", 1.5, 1.5), "1.50×"},
+		{atLeast("x", "n", 1.62, 1.5), "1.62×"},
+	} {
+		if tc.tg.Got != tc.want {
+			t.Errorf("%v: got printed %q, want %q", tc.tg, tc.tg.Got, tc.want)
+		}
+	}
+}

@@ -50,11 +50,27 @@ func targetTable(w io.Writer, ts []Target) {
 
 // atLeast and atMost build targets on ratios.
 func atLeast(scn, name string, got, want float64) Target {
-	return Target{Scenario: scn, Name: name, Want: "≥ " + fmtRatio(want), Got: fmtRatio(got), Pass: got >= want}
+	return Target{Scenario: scn, Name: name, Want: "≥ " + fmtRatio(want), Got: fmtMeasured(got, want), Pass: got >= want}
 }
 
 func atMost(scn, name string, got, want float64) Target {
-	return Target{Scenario: scn, Name: name, Want: "≤ " + fmtRatio(want), Got: fmtRatio(got), Pass: got <= want}
+	return Target{Scenario: scn, Name: name, Want: "≤ " + fmtRatio(want), Got: fmtMeasured(got, want), Pass: got <= want}
+}
+
+// fmtMeasured is fmtRatio(got), with as many more digits as it takes not to print a
+// measurement that misses (or meets) its threshold as the threshold itself ("≥ 1.50×,
+// 1.50×, FAIL" for 1.4966).
+func fmtMeasured(got, want float64) string {
+	g := fmtRatio(got)
+	if g != fmtRatio(want) || got == want {
+		return g
+	}
+	for digits := 3; digits <= 6; digits++ {
+		if g = fmt.Sprintf("%.*f×", digits, got); g != fmt.Sprintf("%.*f×", digits, want) {
+			break
+		}
+	}
+	return g
 }
 
 // errNote returns a short description of the last error of a contender, for the notes

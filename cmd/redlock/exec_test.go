@@ -981,7 +981,8 @@ func TestExecDefaultsCompose(t *testing.T) {
 		{"499ms", "at least 500ms"},
 		{"10", "10 has no unit; write 10s"},
 		{"ten", "not a duration"},
-		{"9999999h", "9999999h is out of range: a duration is at most 2562047h0m0s"},
+		{"9999999h", "9999999h is beyond what a duration can hold (±2562047h47m16.854775807s"},
+		{"-9999999h", "-9999999h is beyond what a duration can hold"},
 	} {
 		_, err := parseExec(e, []string{"--ttl", tc.ttl, "k", "--", "true"})
 		if !isUsage(err) || !strings.Contains(err.Error(), tc.want) {

@@ -63,7 +63,7 @@ func (d *durationFlag) Set(s string) error {
 			return fmt.Errorf("%s has no unit; write %ss, %sms, %sm or %sh", s, s, s, s, s)
 		}
 		if durationSyntax.MatchString(s) { // well formed: time.ParseDuration refused its size
-			return fmt.Errorf("%s is out of range: a duration is at most %v (about 292 years)", s, time.Duration(math.MaxInt64).Truncate(time.Hour))
+			return fmt.Errorf("%s is beyond what a duration can hold (±%v, about 292 years)", s, time.Duration(math.MaxInt64))
 		}
 		return fmt.Errorf("%q is not a duration such as 30s, 1m30s or 500ms", s)
 	}
