@@ -281,11 +281,11 @@ func TestSendAfterKeepsOrder(t *testing.T) {
 	}
 }
 
-// TestTimeoutThenLate: a node slower than the timeout gets its calls reported as timed out
-// at the timeout, then as late with their real replies; a call chained behind a timed-out
-// call is reported timed out too, and still goes out after it; a call that may be dropped,
-// sent while every sender is past the timeout, is refused at once without being written.
-func TestTimeoutThenLate(t *testing.T) {
+// proxiedQueue returns a queue with one sender and a 50 ms timeout on a miniredis node
+// reached through a fault proxy, after one fast round trip, so that the connection is up and
+// the RTT sample is small before the test delays the proxy.
+func proxiedQueue(t *testing.T) (*miniredis.Miniredis, *faultproxy.Proxy, *Queue) {
+	t.Helper()
 	m, rc0 := miniClient(t)
 	rc0.Close()
 	p, err := faultproxy.Start(m.Addr())
@@ -296,10 +296,18 @@ func TestTimeoutThenLate(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { rc.Close() })
 	q := newQueue(t, rc, 50*time.Millisecond, 1)
-	// One fast round trip first, so that the connection is up and the RTT sample is small.
 	if ev := Do(context.Background(), rc, &Call{Args: []any{"ping"}, Kind: ReplyString}); ev.Err != nil {
 		t.Fatal(ev.Err)
 	}
+	return m, p, q
+}
+
+// TestTimeoutThenLate: a node slower than the timeout gets its calls reported as timed out
+// at the timeout, then as late with their real replies; a call chained behind a timed-out
+// call is reported timed out too, and still goes out after it; a call that may be dropped,
+// sent while every sender is past the timeout, is refused at once without being written.
+func TestTimeoutThenLate(t *testing.T) {
+	m, p, q := proxiedQueue(t)
 	p.SetDelay(150*time.Millisecond, 0)
 	events := make(chanSink, 8)
 	first := &Call{Args: []any{"incr", "n"}, Kind: ReplyInt, Keep: true, Sink: events, Tag: 1}
@@ -519,19 +527,7 @@ func TestDrainedQueueLetsBurstGo(t *testing.T) {
 // as a written batch's calls do; every one of them is still written, in its order, once
 // the node answers.
 func TestStalledQueueReportsKeptCalls(t *testing.T) {
-	m, rc0 := miniClient(t)
-	rc0.Close()
-	p, err := faultproxy.Start(m.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	rc := redis.NewClient(&redis.Options{Addr: p.Addr(), MaxRetries: -1})
-	t.Cleanup(func() { rc.Close() })
-	q := newQueue(t, rc, 50*time.Millisecond, 1)
-	if ev := Do(context.Background(), rc, &Call{Args: []any{"ping"}, Kind: ReplyString}); ev.Err != nil {
-		t.Fatal(ev.Err)
-	}
+	m, p, q := proxiedQueue(t)
 	p.SetDelay(300*time.Millisecond, 0)
 	events := make(chanSink, 16)
 	call := func(tag uint8) *Call {
