@@ -926,6 +926,18 @@ func TestRealQueueLeaveAfterKeptCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Acquire returns at a quorum; the test needs A's key on all three nodes before B tries,
+	// for A's release below to be agreed by nodes 0 and 1 while node 2 is slow. (A CI run
+	// under load had B's first attempt reach node 1 before A's, so A never held it there,
+	// and A's release got 1 of 3.)
+	testutil.WaitFor(t, 10*time.Second, "A's key on every node", func() bool {
+		for _, rc := range admin {
+			if rc.Get(ctx, key).Val() != la.ID() {
+				return false
+			}
+		}
+		return true
+	})
 	got := acquireInBackground(t, ctx, b, key, 30*time.Second)
 	testutil.WaitFor(t, 10*time.Second, "B to be queued on every node", func() bool {
 		return queuedOnEvery(ctx, admin, key, b.id)
