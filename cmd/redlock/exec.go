@@ -267,13 +267,20 @@ func (x *execRun) outcome(acqCtx context.Context, clients []redis.UniversalClien
 func (x *execRun) preflight(ctx context.Context, urls []nodeURL, quorum int) error {
 	errs := pingNodes(ctx, urls, quorum)
 	ok := 0
+	for _, err := range errs {
+		ok += btoi(err == nil)
+	}
+	// Only when exec fails for them are the failed nodes probed for a wrong scheme
+	// (schemeHint): a run that goes on does not wait for the probes.
+	hint := func(_, msg string) string { return tlsHint(msg) }
+	if ok < quorum {
+		probeSchemes(failedAddrs(urls, errs))
+		hint = withNodeHint
+	}
 	var failed []string
 	for i, err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case !errors.Is(err, errNotWaited):
-			failed = append(failed, fmt.Sprintf("node %s: %s", urls[i].opts.Addr, tlsHint(err.Error())))
+		if err != nil && !errors.Is(err, errNotWaited) {
+			failed = append(failed, fmt.Sprintf("node %s: %s", urls[i].opts.Addr, hint(urls[i].opts.Addr, err.Error())))
 		}
 	}
 	if ok >= quorum {

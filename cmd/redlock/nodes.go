@@ -67,6 +67,7 @@ func openNodes(ctx context.Context, spec, source, password string, n int) (*node
 // reports the first node (in list order) that did not, and how many others failed too.
 func pingAll(ctx context.Context, urls []nodeURL, source string) error {
 	errs := pingNodes(ctx, urls, len(urls))
+	probeSchemes(failedAddrs(urls, errs))
 	var first error
 	failed := 0
 	for i, err := range errs {
@@ -75,13 +76,24 @@ func pingAll(ctx context.Context, urls []nodeURL, source string) error {
 		}
 		failed++
 		if first == nil {
-			first = fmt.Errorf("node %s (from %s) did not answer PING: %s", urls[i].opts.Addr, source, tlsHint(err.Error()))
+			first = fmt.Errorf("node %s (from %s) did not answer PING: %s", urls[i].opts.Addr, source, withNodeHint(urls[i].opts.Addr, err.Error()))
 		}
 	}
 	if failed > 1 {
 		return fmt.Errorf("%w (and %d more nodes failed)", first, failed-1)
 	}
 	return first
+}
+
+// failedAddrs returns the addresses of the nodes whose ping failed (not those not waited for).
+func failedAddrs(urls []nodeURL, errs []error) []string {
+	var out []string
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, errNotWaited) {
+			out = append(out, urls[i].opts.Addr)
+		}
+	}
+	return out
 }
 
 // errNotWaited is the ping result of a node that had not answered when enough others had.

@@ -85,6 +85,7 @@ func parseNodeURLs(spec, source, password string) ([]nodeURL, error) {
 		}
 		urls = append(urls, nodeURL{raw: u, opts: o})
 	}
+	noteSchemes(urls)
 	return urls, nil
 }
 

@@ -3,12 +3,17 @@ package main
 // Tests of parsing node URLs and the nodes file, and the fuzz test that no password shows.
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/quorumlock/redlock/internal/testutil"
 )
 
 // FuzzNodeURLSecret: whatever the node list, no error of the CLI's node parsing, and no
@@ -216,5 +221,59 @@ func TestNodeURLCommaHintOnlyWhenCut(t *testing.T) {
 		if err == nil || strings.Contains(err.Error(), "a ',' inside a password") != tc.hint {
 			t.Errorf("%s: %v; want the ',' hint: %v", tc.spec, err, tc.hint)
 		}
+	}
+}
+
+// TestSchemeProbesNeverWait: the wrong-scheme probes of a port that accepts connections and
+// answers nothing, and of a port nobody listens on, find nothing, each within the probe's
+// bound; an address no URL named is not probed.
+func TestSchemeProbesNeverWait(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn // accepted and never answered
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	silent := ln.Addr().String()
+	closed := "127.0.0.1:" + strconv.Itoa(testutil.FreePortT(t))
+	if _, err := parseNodeURLs("rediss://"+silent+",redis://"+closed, "--nodes", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, addr := range []string{silent, closed, "127.0.0.1:1"} {
+		start := time.Now()
+		if h := schemeHint(addr); h != "" {
+			t.Errorf("%s: hint %q, want none", addr, h)
+		}
+		if d := time.Since(start); d > schemeProbeTimeout+200*time.Millisecond {
+			t.Errorf("%s: the probe took %v, bound %v", addr, d, schemeProbeTimeout)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), schemeProbeTimeout)
+	defer cancel()
+	if speaksTLS(ctx, silent) {
+		t.Error("a port that answers nothing speaks TLS")
 	}
 }

@@ -31,6 +31,7 @@ func rwLockStatus(ctx context.Context, e *env, c *redlock.Client, name string, a
 	case err != nil:
 		return fmt.Errorf("status: %s", bare(err))
 	}
+	probeFailed(st.Writer)
 	if asJSON {
 		if err := writeRWJSON(e.stdout, st); err != nil {
 			return fmt.Errorf("status: %w", err)

@@ -114,6 +114,7 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	case err != nil:
 		return fmt.Errorf("status: %s", bare(err))
 	}
+	probeFailed(st)
 	if *asJSON {
 		if err := writeStatusJSON(e.stdout, st); err != nil {
 			return fmt.Errorf("status: %w", err)
@@ -134,7 +135,7 @@ func tooFewAnswered(st *redlock.Status, what string) error {
 	first := ""
 	for _, ns := range st.Nodes {
 		if ns.Err != nil {
-			first = "; first failure: " + tlsHint(bare(ns.Err))
+			first = "; first failure: " + withNodeHint(ns.Addr, bare(ns.Err))
 			break
 		}
 	}
@@ -206,13 +207,25 @@ func shortID(id string) string {
 func fmtTTL(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
 // nodeErrText returns a node's error without the "redlock: node N (ADDR): " prefix that the
-// table's other columns already show.
+// table's other columns already show, with what withNodeHint adds for its address.
 func nodeErrText(err error) string {
 	var ne *redlock.NodeError
 	if errors.As(err, &ne) {
-		err = ne.Err
+		return oneLine(withNodeHint(ne.Addr, ne.Err.Error()))
 	}
 	return oneLine(err.Error())
+}
+
+// probeFailed runs the wrong-scheme probes (schemeHint) of the nodes whose read in st
+// failed, in parallel, before their errors are printed one by one.
+func probeFailed(st *redlock.Status) {
+	var addrs []string
+	for _, ns := range st.Nodes {
+		if ns.Err != nil {
+			addrs = append(addrs, ns.Addr)
+		}
+	}
+	probeSchemes(addrs)
 }
 
 // bare returns an error's message without the "redlock: " prefixes that the library puts

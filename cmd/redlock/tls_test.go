@@ -108,3 +108,59 @@ func TestRealTLSNodes(t *testing.T) {
 	}
 	_ = clusters
 }
+
+// TestRealWrongSchemeHints: a node URL with the wrong scheme is named as such. A redis://
+// URL for a TLS port (the server closes the connection: "EOF") and a rediss:// URL for a
+// port without TLS (the handshake is never answered: "no answer") get a hint naming the
+// scheme to use, in exec's, status's and top's messages; the password of the URL shows in
+// none of them; a node that is only down gets no hint.
+func TestRealWrongSchemeHints(t *testing.T) {
+	dir := t.TempDir()
+	ca, srvCert, srvKey, _, _ := testPKI(t, dir)
+	tlsPort := testutil.FreePortT(t)
+	redisproc.StartT(t, 1, redisproc.Config{ExtraArgs: []string{"--tls-port", strconv.Itoa(tlsPort),
+		"--tls-cert-file", srvCert, "--tls-key-file", srvKey, "--tls-ca-cert-file", ca, "--tls-auth-clients", "no"}})
+	plain := redisproc.StartT(t, 2, redisproc.Config{}).Addrs()
+	tlsAddr := "127.0.0.1:" + strconv.Itoa(tlsPort)
+	const secret = "s3cr3t-never-printed"
+	toTLS := "speaks TLS: use rediss://" + tlsAddr
+	toPlain := "answers without TLS: use redis://" + plain[0]
+
+	// status: the TLS port named redis://, with a password, beside two healthy nodes.
+	nodes := "redis://:" + secret + "@" + tlsAddr + ",redis://" + plain[0] + ",redis://" + plain[1]
+	code, out, errOut := runBin(t, nil, "status", "--nodes", nodes, "scheme:job")
+	if code != 0 || !strings.Contains(out, toTLS) {
+		t.Fatalf("status, redis:// for a TLS port: exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runBin(t, nil, "status", "--json", "--nodes", nodes, "scheme:job")
+	if code != 0 || !strings.Contains(out, toTLS) {
+		t.Fatalf("status --json, redis:// for a TLS port: exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// exec: too few nodes answer PING, and each wrong scheme is named.
+	nodes = "redis://:" + secret + "@" + tlsAddr + ",rediss://" + plain[0] + ",redis://" + plain[1]
+	code, out, errOut = runBin(t, nil, "exec", "--nodes", nodes, "scheme:job", "--", "true")
+	if code != exitFail || !strings.Contains(errOut, toTLS) || !strings.Contains(errOut, toPlain) {
+		t.Fatalf("exec with two wrong schemes: exit code %d, stderr %q", code, errOut)
+	}
+	all := out + errOut
+	// top: the same nodes, one snapshot.
+	code, out, errOut = runBin(t, nil, "top", "--once", "--nodes", nodes)
+	if code != exitFail || !strings.Contains(out, toTLS) || !strings.Contains(out, toPlain) || !strings.Contains(errOut, toTLS) {
+		t.Fatalf("top with two wrong schemes: exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	all += out + errOut
+	code, out, errOut = runBin(t, nil, "top", "--once", "--json", "--nodes", nodes)
+	if code != exitFail || !strings.Contains(out, toTLS) || !strings.Contains(out, toPlain) {
+		t.Fatalf("top --json with two wrong schemes: exit code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	all += out + errOut
+	if strings.Contains(all, secret) {
+		t.Fatalf("the URL's password was printed: %q", all)
+	}
+	// A node that is down, under either scheme, gets no hint.
+	dead1, dead2 := testutil.FreePortT(t), testutil.FreePortT(t)
+	code, _, errOut = runBin(t, nil, "exec", "--nodes", "redis://127.0.0.1:"+strconv.Itoa(dead1)+",rediss://127.0.0.1:"+strconv.Itoa(dead2)+",redis://"+plain[1], "scheme:job", "--", "true")
+	if code != exitFail || strings.Contains(errOut, "use redis") {
+		t.Fatalf("exec with nodes down: exit code %d, stderr %q", code, errOut)
+	}
+}

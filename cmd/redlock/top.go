@@ -151,7 +151,7 @@ func (t *topper) loop(ctx context.Context, w io.Writer) error {
 		if !t.cfg.live {
 			if snap.answered < snap.quorum {
 				return fmt.Errorf("top: only %d of %d nodes answered the scan, quorum is %d: locks may be missing%s",
-					snap.answered, len(snap.nodes), snap.quorum, snap.firstFailure())
+					snap.answered, len(snap.nodes), snap.quorum, snap.firstFailure(t.addrs))
 			}
 			return nil
 		}

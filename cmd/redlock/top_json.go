@@ -78,7 +78,7 @@ func writeTopJSON(w io.Writer, s *topSnap, addrs []string) error {
 	for i, n := range s.nodes {
 		nd := topNodeDoc{Node: i, Addr: addrs[i], Answered: n.err == nil, Examined: n.examined, Truncated: n.truncated}
 		if n.err != nil {
-			nd.Error = oneLine(n.err.Error())
+			nd.Error = oneLine(withNodeHint(addrs[i], n.err.Error()))
 		}
 		doc.Nodes = append(doc.Nodes, nd)
 	}

@@ -21,6 +21,13 @@ const topKeyWidth = 40
 // render prints one snapshot: a JSON document with --json, else the table, redrawn in
 // place in the live view.
 func (t *topper) render(w io.Writer, s *topSnap) error {
+	var failed []string
+	for i, n := range s.nodes {
+		if n.err != nil {
+			failed = append(failed, t.addrs[i])
+		}
+	}
+	probeSchemes(failed) // once per address: later snapshots reuse what the probe found
 	if t.cfg.asJSON {
 		return writeTopJSON(w, s, t.addrs)
 	}
@@ -87,7 +94,7 @@ func (t *topper) nodesLine(s *topSnap) string {
 	line := fmt.Sprintf("nodes: %d of %d answered", s.answered, len(s.nodes))
 	for i, n := range s.nodes {
 		if n.err != nil {
-			line += fmt.Sprintf("; node %d (%s): %s", i, t.addrs[i], tlsHint(oneLine(n.err.Error())))
+			line += fmt.Sprintf("; node %d (%s): %s", i, t.addrs[i], oneLine(withNodeHint(t.addrs[i], n.err.Error())))
 		}
 	}
 	if s.answered < s.quorum {

@@ -50,11 +50,12 @@ type topSnap struct {
 }
 
 // firstFailure names the first node whose scan failed and its error, for the message of a
-// single snapshot that too few nodes answered; "" when every scan answered.
-func (s *topSnap) firstFailure() string {
+// single snapshot that too few nodes answered, with what withNodeHint adds for its address
+// (addrs, by node); "" when every scan answered.
+func (s *topSnap) firstFailure(addrs []string) string {
 	for i, n := range s.nodes {
 		if n.err != nil {
-			return fmt.Sprintf("; node %d: %s", i, tlsHint(oneLine(n.err.Error())))
+			return fmt.Sprintf("; node %d: %s", i, oneLine(withNodeHint(addrs[i], n.err.Error())))
 		}
 	}
 	return ""

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// A node URL with the wrong scheme fails in ways that do not name the cause: a rediss:// URL
+// for a port without TLS waits for a handshake that the server never answers (it reads the
+// ClientHello as the start of a command), so the node looks hung; a redis:// URL for a TLS
+// port gets its connection closed, reported as "EOF". When a node fails, the commands that
+// report it probe its port once for the other protocol and say so (schemeHint).
+
+// schemeProbeTimeout bounds one probe: the dial and the exchange together.
+const schemeProbeTimeout = 300 * time.Millisecond
+
+// schemeNode is what the probes know of one node address.
+type schemeNode struct {
+	tls  bool // named by a rediss:// URL
+	once sync.Once
+	hint string // set by the probe; "" when the port speaks the URL's protocol, or nothing answered
+}
+
+// schemeNodes are the TCP addresses named by the node URLs parsed so far (parseNodeURLs).
+var schemeNodes struct {
+	mu     sync.Mutex
+	byAddr map[string]*schemeNode
+}
+
+// noteSchemes records the scheme of each URL's address, for schemeHint; unix sockets are left
+// out (no TLS there). An address named with both schemes is probed for neither.
+func noteSchemes(urls []nodeURL) {
+	schemeNodes.mu.Lock()
+	defer schemeNodes.mu.Unlock()
+	if schemeNodes.byAddr == nil {
+		schemeNodes.byAddr = map[string]*schemeNode{}
+	}
+	for _, u := range urls {
+		if u.opts.Network == "unix" {
+			continue
+		}
+		isTLS := u.opts.TLSConfig != nil
+		if n, ok := schemeNodes.byAddr[u.opts.Addr]; ok {
+			if n != nil && n.tls != isTLS {
+				schemeNodes.byAddr[u.opts.Addr] = nil
+			}
+			continue
+		}
+		schemeNodes.byAddr[u.opts.Addr] = &schemeNode{tls: isTLS}
+	}
+}
+
+// schemeHint returns, for a node that failed, a hint that its URL has the wrong scheme when
+// its port speaks the other protocol ("" otherwise, and for an address no URL named). The first
+// call for an address probes it, once, for at most schemeProbeTimeout: a redis:// node with a
+// TLS handshake (nothing is sent after it), a rediss:// node with a plain PING (never AUTH, so
+// no password leaves the process); later calls return what that probe found. Safe for
+// concurrent use.
+func schemeHint(addr string) string {
+	schemeNodes.mu.Lock()
+	n := schemeNodes.byAddr[addr]
+	schemeNodes.mu.Unlock()
+	if n == nil {
+		return ""
+	}
+	n.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), schemeProbeTimeout)
+		defer cancel()
+		switch {
+		case n.tls && speaksPlain(ctx, addr):
+			n.hint = addr + " answers without TLS: use redis://" + addr + ", or enable TLS on the server"
+		case !n.tls && speaksTLS(ctx, addr):
+			n.hint = addr + " speaks TLS: use rediss://" + addr + ", with --tls-ca FILE for a private CA"
+		}
+	})
+	return n.hint
+}
+
+// probeSchemes runs the probes of the failed nodes' addresses in parallel, so that a report
+// of several failed nodes waits for one probe, not one after another.
+func probeSchemes(addrs []string) {
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Go(func() { schemeHint(a) })
+	}
+	wg.Wait()
+}
+
+// withNodeHint is msg, a node's failure, with what tlsHint and schemeHint add to it.
+func withNodeHint(addr, msg string) string {
+	msg = tlsHint(msg)
+	if h := schemeHint(addr); h != "" && !strings.Contains(msg, h) {
+		msg += "; " + h
+	}
+	return msg
+}
+
+// speaksPlain reports whether addr answers PING in plain RESP: a status or an error reply
+// ("+PONG", "-NOAUTH ...", "-DENIED ...").
+func speaksPlain(ctx context.Context, addr string) bool {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return false
+	}
+	return strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-")
+}
+
+// speaksTLS reports whether addr completes a TLS handshake, or answers it with a TLS alert
+// (a server that wants a client certificate). The server's certificate is not checked: the
+// probe only asks which protocol the port speaks, and sends nothing after the handshake.
+func speaksTLS(ctx context.Context, addr string) bool {
+	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a protocol probe, no data sent
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		_ = conn.Close()
+		return true
+	}
+	var oe *net.OpError // a TLS alert from the server is a "remote error"
+	return errors.As(err, &oe) && oe.Op == "remote error"
+}
