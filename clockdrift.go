@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -45,9 +46,25 @@ func checkTTL(ttl time.Duration, factor float64) (time.Duration, error) {
 	given := ttl
 	ttl = ttl.Truncate(time.Millisecond)
 	if d := Drift(ttl, factor); ttl <= d {
-		return 0, invalidf("ttl %v (in whole milliseconds %v) leaves no validity time after the clock drift allowance of %v", given, ttl, d)
+		whole := ""
+		if ttl != given {
+			whole = fmt.Sprintf(" (%dms in whole milliseconds, Redis's unit)", ttl.Milliseconds())
+		}
+		return 0, invalidf("ttl %v%s leaves no validity time after the clock drift allowance of %v; the least TTL that does is %v",
+			given, whole, d, minTTL(factor))
 	}
 	return ttl, nil
+}
+
+// minTTL is the least TTL in whole milliseconds that leaves validity time after its drift
+// allowance with this drift factor (3ms with the default); factor is below 0.5
+// (WithDriftFactor), so the loop ends within a few milliseconds of 2 × driftFloor.
+func minTTL(factor float64) time.Duration {
+	ttl := driftFloor
+	for ttl <= Drift(ttl, factor) {
+		ttl += time.Millisecond
+	}
+	return ttl
 }
 
 // checkKeyTTL validates a lock's TTL as checkTTL does, and also the lifetime of its keys,

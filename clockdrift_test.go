@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -78,6 +79,8 @@ func TestCheckTTL(t *testing.T) {
 		{"negative", -time.Second, 0, true},
 		{"too small for the drift", 2 * time.Millisecond, 0, true},
 		{"sub-millisecond", 900 * time.Microsecond, 0, true},
+		{"one nanosecond", 1, 0, true},
+		{"2.5ms, 2ms in whole milliseconds", 2500 * time.Microsecond, 0, true},
 		{"just enough", 3 * time.Millisecond, 3 * time.Millisecond, false},
 		{"truncated to ms", 10*time.Second + 999*time.Microsecond, 10 * time.Second, false},
 		{"MaxTTL", MaxTTL, MaxTTL, false},
@@ -90,12 +93,29 @@ func TestCheckTTL(t *testing.T) {
 				if !errors.Is(err, ErrInvalidArgument) {
 					t.Fatalf("checkTTL(%v) error = %v, want ErrInvalidArgument", tc.ttl, err)
 				}
+				if tc.ttl > 0 && tc.ttl < 3*time.Millisecond && !strings.Contains(err.Error(), "the least TTL that does is 3ms") {
+					t.Fatalf("checkTTL(%v) error = %v, want it to name the least TTL, 3ms", tc.ttl, err)
+				}
 				return
 			}
 			if err != nil || got != tc.want {
 				t.Fatalf("checkTTL(%v) = %v, %v; want %v, nil", tc.ttl, got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestMinTTL: the least TTL minTTL names leaves validity after its drift allowance, and one
+// millisecond less does not, for drift factors across WithDriftFactor's range.
+func TestMinTTL(t *testing.T) {
+	for _, f := range []float64{0, DefaultDriftFactor, 0.1, 0.25, 0.4999} {
+		m := minTTL(f)
+		if _, err := checkTTL(m, f); err != nil {
+			t.Errorf("factor %v: minTTL %v refused: %v", f, m, err)
+		}
+		if _, err := checkTTL(m-time.Millisecond, f); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("factor %v: %v accepted, below minTTL %v", f, m-time.Millisecond, m)
+		}
 	}
 }
 
