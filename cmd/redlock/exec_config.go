@@ -53,9 +53,26 @@ func defaultGrace(ttl time.Duration) time.Duration {
 	return max(0, min(execDefaultGrace, ttl/2-killSafety(ttl)))
 }
 
-// minTTLFor returns the shortest ttl that fits grace: grace + killSafety(ttl) ≤ ttl/2.
-func minTTLFor(grace time.Duration) time.Duration {
-	return max(2*(grace+minKillSafety), grace*5/2).Round(time.Millisecond)
+// maxGraceFor is the longest grace that fits ttl: grace + killSafety(ttl) ≤ ttl/2.
+func maxGraceFor(ttl time.Duration) time.Duration { return ttl/2 - killSafety(ttl) }
+
+// minTTLFor returns the shortest ttl in whole milliseconds that fits grace (grace +
+// killSafety(ttl) ≤ ttl/2), rounded up so that it fits; ok is false when no ttl up to
+// MaxTTL does.
+func minTTLFor(grace time.Duration) (ttl time.Duration, ok bool) {
+	if grace > maxGraceFor(redlock.MaxTTL) {
+		return 0, false
+	}
+	// 2 (grace + 250ms) while the safety is its floor, 2.5 grace above it (grace ≤ 3504h
+	// here, so 5 grace does not overflow); then up to a whole millisecond.
+	ttl = max(2*(grace+minKillSafety), (5*grace+1)/2)
+	if r := ttl % time.Millisecond; r != 0 {
+		ttl += time.Millisecond - r
+	}
+	for grace > maxGraceFor(ttl) { // integer division's rounding
+		ttl += time.Millisecond
+	}
+	return ttl, ttl <= redlock.MaxTTL
 }
 
 // execConfig is exec's parsed and validated command line.
@@ -188,9 +205,13 @@ func (cfg *execConfig) check() error {
 		return usageErrorf("exec: --wait %v is negative; use 0 to fail at once, or how long to keep trying", cfg.wait)
 	case cfg.grace < 0:
 		return usageErrorf("exec: --grace %v is negative", cfg.grace)
-	case cfg.grace+killSafety(cfg.ttl) > cfg.ttl/2:
+	case cfg.grace > maxGraceFor(cfg.ttl):
+		use := fmt.Sprintf("--grace can be at most %v, for --ttl %v", maxGraceFor(redlock.MaxTTL), redlock.MaxTTL)
+		if ttl, ok := minTTLFor(cfg.grace); ok {
+			use = fmt.Sprintf("use a --ttl of at least %v, or a --grace of at most %v", ttl, maxGraceFor(cfg.ttl))
+		}
 		return usageErrorf("exec: --grace %v does not fit in --ttl %v: a lost lock's command gets SIGTERM grace + %v before the lock's deadline, "+
-			"which must be at most half the ttl; use a --ttl of at least %v", cfg.grace, cfg.ttl, killSafety(cfg.ttl), minTTLFor(cfg.grace))
+			"which must be at most half the ttl; %s", cfg.grace, cfg.ttl, killSafety(cfg.ttl), use)
 	case cfg.nodeTimeout <= 0:
 		return usageErrorf("exec: --node-timeout %v must be positive", cfg.nodeTimeout)
 	case cfg.conflictCode < 1 || cfg.conflictCode > 255:

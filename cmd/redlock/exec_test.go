@@ -928,13 +928,18 @@ func TestGraceFits(t *testing.T) {
 		{time.Second, 250 * time.Millisecond, 2500 * time.Millisecond},
 		{5 * time.Second, 1250 * time.Millisecond, 12500 * time.Millisecond},
 		{time.Minute, 15 * time.Second, 150 * time.Second},
+		// Rounded up to a whole millisecond that fits, never down to one that does not.
+		{1, 250 * time.Millisecond, 501 * time.Millisecond},
+		{250*time.Millisecond + 200*time.Microsecond, 250 * time.Millisecond, 1001 * time.Millisecond},
+		{10*time.Second + 100*time.Microsecond, 2500*time.Millisecond + 100*time.Microsecond, 25001 * time.Millisecond},
+		{3504 * time.Hour, 876 * time.Hour, redlock.MaxTTL},
 	} {
 		t.Run(tc.grace.String(), func(t *testing.T) {
-			got := minTTLFor(tc.grace)
-			if got != tc.minTTL || killSafety(got) != tc.safety {
+			got, ok := minTTLFor(tc.grace)
+			if !ok || got != tc.minTTL || killSafety(got) != tc.safety {
 				t.Errorf("minTTLFor(%v) = %v with safety %v, want %v with %v", tc.grace, got, killSafety(got), tc.minTTL, tc.safety)
 			}
-			if !fits(tc.grace, got) || fits(tc.grace, got-time.Millisecond) {
+			if got%time.Millisecond != 0 || !fits(tc.grace, got) || fits(tc.grace, got-time.Millisecond) {
 				t.Errorf("minTTLFor(%v) = %v is not the shortest ttl that fits", tc.grace, got)
 			}
 			for _, ttl := range []time.Duration{got, 2 * got, 100 * got} {
@@ -943,6 +948,36 @@ func TestGraceFits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGraceBeyondAnyTTL: a --grace that no --ttl up to MaxTTL can hold has no shortest ttl,
+// and exec says how long a grace can be instead of naming a ttl it would refuse; a --grace
+// that does not fit a --ttl that is too short names a ttl it accepts.
+func TestGraceBeyondAnyTTL(t *testing.T) {
+	for _, g := range []time.Duration{3504*time.Hour + time.Millisecond, 8000 * time.Hour, time.Duration(1<<63 - 1)} {
+		if ttl, ok := minTTLFor(g); ok {
+			t.Errorf("minTTLFor(%v) = %v, ok; want none", g, ttl)
+		}
+	}
+	e := &env{stdout: io.Discard, stderr: io.Discard, getenv: func(string) string { return "" }}
+	_, err := parseExec(e, []string{"--ttl", "8760h", "--grace", "8000h", "k", "--", "true"})
+	if err == nil || !strings.Contains(err.Error(), "--grace can be at most 3504h0m0s, for --ttl 8760h0m0s") {
+		t.Fatalf("--grace 8000h: %v", err)
+	}
+	for _, args := range [][]string{{"--ttl", "500ms", "--grace", "1ns"}, {"--ttl", "1s", "--grace", "250.2ms"}, {"--ttl", "25s", "--grace", "10.0001s"}} {
+		_, err := parseExec(e, append(args, "k", "--", "true"))
+		if err == nil {
+			t.Fatalf("%v accepted", args)
+		}
+		_, after, ok := strings.Cut(err.Error(), "use a --ttl of at least ")
+		ttl, _, _ := strings.Cut(after, ",")
+		if !ok {
+			t.Fatalf("%v: %v", args, err)
+		}
+		if _, err := parseExec(e, []string{"--ttl", ttl, "--grace", args[3], "k", "--", "true"}); err != nil {
+			t.Errorf("%v: the suggested --ttl %s is refused too: %v", args, ttl, err)
+		}
 	}
 }
 
