@@ -57,7 +57,8 @@ const (
 func runDemo(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("demo", "[--nodes URLS] [--ttl D]", demoAbout)
 	nodesFlag := fs.String("nodes", "", "comma-separated `URLS` of real Redis nodes, e.g. redis://10.0.0.1:6379,redis://10.0.0.2:6379\n(default: $"+nodesEnv+", else 5 embedded nodes)")
-	ttl := fs.Duration("ttl", demoDefaultTTL, "TTL of holder A's lock in act 2, which B must wait out")
+	ttl := new(time.Duration)
+	durationVar(fs, ttl, "ttl", demoDefaultTTL, "TTL `D` of holder A's lock in act 2, which B must wait out")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}

@@ -192,7 +192,7 @@ func TestUsage(t *testing.T) {
 	for _, args := range [][]string{{"demo", "-h"}, {"help", "demo"}} {
 		code, out, errOut := cli(t, nil, args...)
 		if code != exitOK || errOut != "" || !strings.Contains(out, "usage: redlock demo [--nodes URLS] [--ttl D]") ||
-			!strings.Contains(out, "-nodes URLS") || !strings.Contains(out, "-ttl duration") {
+			!strings.Contains(out, "-nodes URLS") || !strings.Contains(out, "-ttl D") {
 			t.Errorf("%v: exit %d, stderr %q, stdout:\n%s", args, code, errOut, out)
 		}
 	}
@@ -273,6 +273,30 @@ func TestRedactURL(t *testing.T) {
 	} {
 		if got := redactURL(in); got != want {
 			t.Errorf("redactURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestNumericFlagErrorsSayWhy: every int and duration flag of every command says what is
+// wrong with a bad value (flag's own error is a bare "parse error"), on one line, exit 2.
+func TestNumericFlagErrorsSayWhy(t *testing.T) {
+	durations := [][]string{{"exec", "--node-timeout"}, {"status", "--node-timeout"}, {"top", "--node-timeout"},
+		{"elect", "--node-timeout"}, {"demo", "--ttl"}, {"exec", "--ttl"}, {"top", "--interval"}}
+	ints := [][]string{{"exec", "--amnesia-tolerance"}, {"exec", "--conflict-exit-code"}, {"exec", "--lost-exit-code"},
+		{"status", "--amnesia-tolerance"}, {"status", "--permits"}, {"top", "--limit"}, {"top", "--amnesia-tolerance"},
+		{"elect", "--amnesia-tolerance"}, {"dev", "-n"}, {"dev", "--port"}, {"lab", "--runs"}}
+	for _, f := range durations {
+		for value, want := range map[string]string{"5": "5 has no unit; write 5s", "x": `"x" is not a duration`,
+			"9999999h": "beyond what a duration can hold"} {
+			code, _, errOut := cli(t, nil, f[0], f[1], value)
+			requireOneLineError(t, code, errOut, exitUsage, want)
+		}
+	}
+	for _, f := range ints {
+		for value, want := range map[string]string{"x": `"x" is not a whole number`, "1e3": "1e3 is not a whole number",
+			"99999999999999999999": "beyond what an int can hold"} {
+			code, _, errOut := cli(t, nil, f[0], f[1], value)
+			requireOneLineError(t, code, errOut, exitUsage, want)
 		}
 	}
 }

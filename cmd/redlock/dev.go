@@ -36,8 +36,9 @@ const (
 
 func runDev(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("dev", "[-n N] [--port PORT]", devAbout)
-	n := fs.Int("n", devDefaultNodes, "number of nodes")
-	port := fs.Int("port", devDefaultPort, "port of the first node; node i listens on PORT+i (0: let the system choose free ports)")
+	n, port := new(int), new(int)
+	intVar(fs, n, "n", devDefaultNodes, "`N`, the number of nodes")
+	intVar(fs, port, "port", devDefaultPort, "`PORT` of the first node; node i listens on PORT+i (0: let the system choose free ports)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err
 	}

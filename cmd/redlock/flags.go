@@ -71,6 +71,46 @@ func (d *durationFlag) Set(s string) error {
 	return nil
 }
 
+// durationVar defines a durationFlag named name with default value, stored in p.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var((*durationFlag)(p), name, usage)
+}
+
+// intFlag is an int flag whose error says what is wrong with the value ("x is not a whole
+// number", "1e3 is not a whole number: write 1000") instead of flag's bare "parse error".
+type intFlag int
+
+func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
+
+func (i *intFlag) Set(s string) error {
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		var ne *strconv.NumError
+		switch {
+		case errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange):
+			return fmt.Errorf("%s is beyond what an int can hold (%d to %d)", s, math.MinInt, math.MaxInt)
+		case isFloat(s):
+			return fmt.Errorf("%s is not a whole number", s)
+		}
+		return fmt.Errorf("%q is not a whole number such as 3", s)
+	}
+	*i = intFlag(v)
+	return nil
+}
+
+// isFloat reports whether s reads as a number, though not as an int.
+func isFloat(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
+}
+
+// intVar defines an intFlag named name with default value, stored in p.
+func intVar(fs *flag.FlagSet, p *int, name string, value int, usage string) {
+	*p = value
+	fs.Var((*intFlag)(p), name, usage)
+}
+
 // flagSet reports whether the flag name was given on the command line.
 func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false

@@ -109,7 +109,8 @@ func parseLab(e *env, args []string) (labArgs, error) {
 	}
 	fs := newFlagSet("lab", "[--scenario NAME] [--runs N] [--seed S] [--out DIR] [--quick] | --compare [redlock-compare flags]", fmt.Sprintf(labAbout, list.String()))
 	scenario := fs.String("scenario", "all", "run only the scenario `NAME` (or a comma-separated list of names)")
-	runs := fs.Int("runs", labDefaultRuns, "runs of each scenario")
+	runs := new(int)
+	intVar(fs, runs, "runs", labDefaultRuns, "`N` runs of each scenario")
 	seed := fs.Uint64("seed", 1, "seed of the scripts' random choices (which client, which nodes); run i uses seed S+i")
 	out := fs.String("out", labOutDefault, "directory to write the report to, created if missing")
 	quick := fs.Bool("quick", false, "the tests' profile: TTL 1s and short phases (default: the full profile, TTL 2s)")

@@ -66,9 +66,10 @@ func runStatus(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("status", "[flags] KEY", statusAbout)
 	nodesFlag := fs.String("nodes", "", "comma-separated `URLS` of the Redis nodes (default $"+nodesEnv+")")
 	asJSON := fs.Bool("json", false, "print one JSON document instead of the table")
-	nodeTimeout := fs.Duration("node-timeout", statusNodeTimeout, "how long to wait for each node")
-	amnesia := fs.Int("amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
-	permits := fs.Int("permits", 0, "read KEY as the name of a semaphore of `N` permits (the library's Client.Semaphore), one row per permit; 0 for a lock key")
+	nodeTimeout, amnesia, permits := new(time.Duration), new(int), new(int)
+	durationVar(fs, nodeTimeout, "node-timeout", statusNodeTimeout, "how long (a `DURATION`) to wait for each node")
+	intVar(fs, amnesia, "amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
+	intVar(fs, permits, "permits", 0, "read KEY as the name of a semaphore of `N` permits (the library's Client.Semaphore), one row per permit; 0 for a lock key")
 	election := fs.Bool("election", false, "read KEY as the name of an election (the library's Client.Election): its key as a lock's, and its leader")
 	rwlock := fs.Bool("rwlock", false, "read KEY as the name of a read/write lock (the library's Client.RWLock): its writer key as a lock's, its readers and writer intent")
 	var layout layoutFlag
