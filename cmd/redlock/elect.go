@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -103,6 +104,10 @@ func parseElect(e *env, args []string) (cfg *execConfig, observe, asJSON bool, e
 		return nil, false, false, usageErrorf(`elect: missing "--" before the command: %s`, electSynopsis)
 	case !observe && dash == len(args)-1:
 		return nil, false, false, usageErrorf(`elect: missing the command after "--": %s`, electSynopsis)
+	case observe:
+		if name := campaignFlag(fs); name != "" {
+			return nil, false, false, usageErrorf("elect: --%s is for campaigning; --observe takes only --nodes, --node-timeout, --amnesia-tolerance, --json and the TLS flags", name)
+		}
 	}
 	cfg.election, cfg.elect = pos[0], true
 	cfg.keys = []string{pos[0]}
@@ -127,6 +132,21 @@ func parseElect(e *env, args []string) (cfg *execConfig, observe, asJSON bool, e
 		return nil, false, false, err
 	}
 	return cfg, false, false, nil
+}
+
+// observeFlags are the flags that elect --observe uses.
+var observeFlags = []string{"observe", "json", "nodes", "node-timeout", "amnesia-tolerance", "tls-ca", "tls-cert", "tls-key"}
+
+// campaignFlag returns the first flag given on the command line that --observe does not use
+// (--ttl, --wait, --value, ...; those are for campaigning), "" when there is none.
+func campaignFlag(fs *flag.FlagSet) string {
+	name := ""
+	fs.Visit(func(f *flag.Flag) {
+		if name == "" && !slices.Contains(observeFlags, f.Name) {
+			name = f.Name
+		}
+	})
+	return name
 }
 
 // holdElection is exec's hold for elect: Election.Do, the command run while leading.
