@@ -15,8 +15,8 @@ const nodesEnv = "REDLOCK_NODES"
 
 // nodesFileEnv names a file that holds the node list, for credentials that should appear
 // neither in argv (/proc/PID/cmdline) nor in the environment of every child: one or more
-// URLs per line, separated by commas or new lines; blank lines and lines starting with '#'
-// are skipped. Used when neither --nodes nor REDLOCK_NODES is given.
+// URLs per line, separated by commas or new lines; blank lines, lines starting with '#' and
+// what follows a blank and a '#' on a line are skipped. Used when neither --nodes nor REDLOCK_NODES is given.
 const nodesFileEnv = "REDLOCK_NODES_FILE"
 
 // authEnv is the password for the nodes whose URL has none, as redis-cli reads it.
@@ -43,7 +43,7 @@ func nodeSpec(e *env, flagValue string) (spec, source string, err error) {
 		}
 		entries := nodesFileEntries(string(b))
 		if len(entries) == 0 {
-			return "", "", fmt.Errorf("%s: %s names no nodes", nodesFileEnv, path)
+			return "", "", usageErrorf("%s (%s) names no nodes: write redis://HOST:PORT URLs in it, one or more a line (try 'redlock dev' for local nodes)", nodesFileEnv, path)
 		}
 		return strings.Join(entries, ","), nodesFileEnv + " (" + path + ")", nil
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -23,10 +24,15 @@ type nodeURL struct {
 
 // nodesFileEntries returns the entries of a nodes file ($REDLOCK_NODES_FILE): one or more
 // URLs per line, separated by commas or new lines; blank lines and lines starting with '#'
-// are skipped, and a line's trailing commas are dropped.
+// are skipped, a '#' after a space or a tab starts a comment that runs to the end of the line
+// (a URL holds no blank: a '#' in one, starting a fragment or in a password, has none
+// before it), and a line's trailing commas are dropped.
 func nodesFileEntries(text string) []string {
 	var entries []string
 	for line := range strings.Lines(text) {
+		if i := trailingComment.FindStringIndex(line); i != nil {
+			line = line[:i[0]]
+		}
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
@@ -35,6 +41,9 @@ func nodesFileEntries(text string) []string {
 	}
 	return entries
 }
+
+// trailingComment matches a comment after an entry on a line of a nodes file.
+var trailingComment = regexp.MustCompile(`[ \t]#`)
 
 // commaHint ends the error of a node list that a ',' in a URL seems to have cut.
 const commaHint = "; a ',' inside a password or a query value splits the list: write it as %2C"

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,17 +193,28 @@ func TestNodeURLHost(t *testing.T) {
 	}
 }
 
-// TestNodesFileEntries: a nodes file's blank lines and comments are skipped, every other
+// TestNodesFileEntries: a nodes file's blank lines and comments are skipped, a comment after
+// an entry too ("URL # note"; a '#' inside a URL, with no blank before it, stays), every other
 // line is one entry, and a line's trailing commas go.
 func TestNodesFileEntries(t *testing.T) {
-	text := "# the nodes\n\n  redis://a:1,redis://b:2,\n\t# redis://old:3\nredis://c:3,,\r\nredis://d:4"
+	text := "# the nodes\n\n  redis://a:1,redis://b:2,\n\t# redis://old:3\nredis://c:3,, # the third\r\nredis://:p#w@d:4\t# pw has a #\nredis://e:5 #"
 	got := nodesFileEntries(text)
-	want := []string{"redis://a:1,redis://b:2", "redis://c:3", "redis://d:4"}
+	want := []string{"redis://a:1,redis://b:2", "redis://c:3", "redis://:p#w@d:4", "redis://e:5"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("nodesFileEntries = %q, want %q", got, want)
 	}
 	if got := nodesFileEntries("# only a comment\n\n"); len(got) != 0 {
 		t.Errorf("nodesFileEntries of a file without entries = %q, want none", got)
+	}
+	// A file that names no node is a usage error pointing at 'redlock dev', as no nodes at all.
+	path := filepath.Join(t.TempDir(), "nodes")
+	if err := os.WriteFile(path, []byte("# none yet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := cli(t, map[string]string{nodesFileEnv: path}, "status", "k")
+	requireOneLineError(t, code, errOut, exitUsage, "names no nodes: write redis://HOST:PORT URLs in it")
+	if !strings.Contains(errOut, "redlock dev") {
+		t.Errorf("no hint of 'redlock dev': %q", errOut)
 	}
 }
 
