@@ -55,7 +55,7 @@ type topSnap struct {
 func (s *topSnap) firstFailure(addrs []string) string {
 	for i, n := range s.nodes {
 		if n.err != nil {
-			return fmt.Sprintf("; node %d: %s", i, oneLine(withNodeHint(addrs[i], n.err.Error())))
+			return fmt.Sprintf("; node %d (%s): %s", i, addrs[i], oneLine(withNodeHint(addrs[i], n.err.Error())))
 		}
 	}
 	return ""
