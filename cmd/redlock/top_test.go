@@ -349,7 +349,7 @@ func TestRealTopNodesDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runBin(t, nil, "top", "--once", "--nodes", nodes)
-	requireOneLineError(t, code, errOut, exitFail, "only 1 of 3 nodes answered the scan, quorum is 2: locks may be missing; node 1: ")
+	requireOneLineError(t, code, errOut, exitFail, "only 1 of 3 nodes answered the scan, quorum is 2: locks may be missing; node 1 ("+cluster.Addrs()[1]+"): ")
 	if !strings.Contains(out, "FEWER THAN A QUORUM") || !strings.Contains(out, "node 2 ("+cluster.Addrs()[2]+")") ||
 		!strings.Contains(out, `"down-test"`) || strings.Contains(out+errOut, topTestPassword) {
 		t.Errorf("two of three nodes down:\n%s%s", out, errOut)
