@@ -274,7 +274,7 @@ func (x *execRun) preflight(ctx context.Context, urls []nodeURL, quorum int) err
 	// (schemeHint): a run that goes on does not wait for the probes.
 	hint := func(_, msg string) string { return tlsHint(msg) }
 	if ok < quorum {
-		probeSchemes(failedAddrs(urls, errs))
+		probeFailures(urlAddrs(urls), errs)
 		hint = withNodeHint
 	}
 	var failed []string

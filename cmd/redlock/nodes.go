@@ -67,7 +67,7 @@ func openNodes(ctx context.Context, spec, source, password string, n int) (*node
 // reports the first node (in list order) that did not, and how many others failed too.
 func pingAll(ctx context.Context, urls []nodeURL, source string) error {
 	errs := pingNodes(ctx, urls, len(urls))
-	probeSchemes(failedAddrs(urls, errs))
+	probeFailures(urlAddrs(urls), errs)
 	var first error
 	failed := 0
 	for i, err := range errs {
@@ -85,15 +85,13 @@ func pingAll(ctx context.Context, urls []nodeURL, source string) error {
 	return first
 }
 
-// failedAddrs returns the addresses of the nodes whose ping failed (not those not waited for).
-func failedAddrs(urls []nodeURL, errs []error) []string {
-	var out []string
-	for i, err := range errs {
-		if err != nil && !errors.Is(err, errNotWaited) {
-			out = append(out, urls[i].opts.Addr)
-		}
+// urlAddrs returns the URLs' addresses, in order.
+func urlAddrs(urls []nodeURL) []string {
+	addrs := make([]string, len(urls))
+	for i, u := range urls {
+		addrs[i] = u.opts.Addr
 	}
-	return out
+	return addrs
 }
 
 // errNotWaited is the ping result of a node that had not answered when enough others had.

@@ -290,3 +290,22 @@ func TestSchemeProbesNeverWait(t *testing.T) {
 		t.Error("a port that answers nothing speaks TLS")
 	}
 }
+
+// TestMayBeScheme: a failure that quotes the server's own reply, a certificate problem or a
+// refused connection is not probed for a wrong scheme; one that says nothing answered, or
+// that the connection closed, is.
+func TestMayBeScheme(t *testing.T) {
+	for _, msg := range []string{"WRONGPASS invalid username-password pair or user is disabled.", "NOAUTH Authentication required.",
+		"tls: failed to verify certificate: x509: certificate signed by unknown authority",
+		"dial tcp 127.0.0.1:1: connect: connection refused", "dial unix /tmp/x.sock: connect: no such file or directory"} {
+		if mayBeScheme(msg) {
+			t.Errorf("%q: probed", msg)
+		}
+	}
+	for _, msg := range []string{"no answer within 2s", "EOF", "not sent: the node is not answering (every call in flight is past the node timeout)",
+		"no reply to SCAN within 2s", "read tcp 127.0.0.1:5->127.0.0.1:6: read: connection reset by peer"} {
+		if !mayBeScheme(msg) {
+			t.Errorf("%q: not probed", msg)
+		}
+	}
+}

@@ -92,13 +92,48 @@ func probeSchemes(addrs []string) {
 	wg.Wait()
 }
 
-// withNodeHint is msg, a node's failure, with what tlsHint and schemeHint add to it.
+// withNodeHint is msg, a node's failure, with what tlsHint and, when the failure may come of
+// a wrong scheme (mayBeScheme), schemeHint add to it.
 func withNodeHint(addr, msg string) string {
-	msg = tlsHint(msg)
-	if h := schemeHint(addr); h != "" && !strings.Contains(msg, h) {
-		msg += "; " + h
+	hinted := tlsHint(msg)
+	if !mayBeScheme(msg) {
+		return hinted
 	}
-	return msg
+	if h := schemeHint(addr); h != "" && !strings.Contains(hinted, h) {
+		hinted += "; " + h
+	}
+	return hinted
+}
+
+// serverReplies are the starts of Redis error replies that a failure may quote: the server
+// answered in the URL's protocol, so its scheme is right and no probe is needed.
+var serverReplies = []string{"WRONGPASS", "NOAUTH", "NOPERM", "ERR ", "LOADING", "MASTERDOWN", "READONLY", "BUSY", "MISCONF", "NOSCRIPT"}
+
+// mayBeScheme reports whether a node's failure, msg, may come of a wrong scheme: not a reply
+// of the server's, nor a certificate problem (the port speaks TLS), nor a refused connection
+// (nothing listens).
+func mayBeScheme(msg string) bool {
+	if strings.Contains(msg, "certificate") || strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such file") {
+		return false
+	}
+	for _, r := range serverReplies {
+		if strings.Contains(msg, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// probeFailures runs the probes (probeSchemes) of the nodes whose failure, errs[i] for
+// addrs[i], may come of a wrong scheme; nil errors and errNotWaited are skipped.
+func probeFailures(addrs []string, errs []error) {
+	var probe []string
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, errNotWaited) && mayBeScheme(err.Error()) {
+			probe = append(probe, addrs[i])
+		}
+	}
+	probeSchemes(probe)
 }
 
 // speaksPlain reports whether addr answers PING in plain RESP: a status or an error reply

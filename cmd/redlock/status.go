@@ -217,16 +217,15 @@ func nodeErrText(err error) string {
 	return oneLine(err.Error())
 }
 
-// probeFailed runs the wrong-scheme probes (schemeHint) of the nodes whose read in st
+// probeFailed runs the wrong-scheme probes (probeFailures) of the nodes whose read in st
 // failed, in parallel, before their errors are printed one by one.
 func probeFailed(st *redlock.Status) {
-	var addrs []string
-	for _, ns := range st.Nodes {
-		if ns.Err != nil {
-			addrs = append(addrs, ns.Addr)
-		}
+	addrs := make([]string, len(st.Nodes))
+	errs := make([]error, len(st.Nodes))
+	for i, ns := range st.Nodes {
+		addrs[i], errs[i] = ns.Addr, ns.Err
 	}
-	probeSchemes(addrs)
+	probeFailures(addrs, errs)
 }
 
 // bare returns an error's message without the "redlock: " prefixes that the library puts

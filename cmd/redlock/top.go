@@ -81,11 +81,7 @@ func runTop(ctx context.Context, e *env, args []string) error {
 		cfg.rows, cfg.cols, cfg.color = terminalSize(int(f.Fd()))
 	}
 	cfg.live = !cfg.once && (cfg.asJSON || cfg.color)
-	addrs := make([]string, len(r.urls))
-	for i, u := range r.urls {
-		addrs[i] = u.opts.Addr
-	}
-	t := &topper{c: r.c, clients: r.clients, addrs: addrs, nodeTimeout: ro.nodeTimeout, cfg: cfg}
+	t := &topper{c: r.c, clients: r.clients, addrs: urlAddrs(r.urls), nodeTimeout: ro.nodeTimeout, cfg: cfg}
 	return t.loop(ctx, e.stdout)
 }
 

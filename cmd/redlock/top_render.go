@@ -21,13 +21,11 @@ const topKeyWidth = 40
 // render prints one snapshot: a JSON document with --json, else the table, redrawn in
 // place in the live view.
 func (t *topper) render(w io.Writer, s *topSnap) error {
-	var failed []string
+	errs := make([]error, len(s.nodes))
 	for i, n := range s.nodes {
-		if n.err != nil {
-			failed = append(failed, t.addrs[i])
-		}
+		errs[i] = n.err
 	}
-	probeSchemes(failed) // once per address: later snapshots reuse what the probe found
+	probeFailures(t.addrs, errs) // once per address: later snapshots reuse what the probe found
 	if t.cfg.asJSON {
 		return writeTopJSON(w, s, t.addrs)
 	}
