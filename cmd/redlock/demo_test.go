@@ -284,7 +284,7 @@ func TestNumericFlagErrorsSayWhy(t *testing.T) {
 		{"elect", "--node-timeout"}, {"demo", "--ttl"}, {"exec", "--ttl"}, {"top", "--interval"}}
 	ints := [][]string{{"exec", "--amnesia-tolerance"}, {"exec", "--conflict-exit-code"}, {"exec", "--lost-exit-code"},
 		{"status", "--amnesia-tolerance"}, {"status", "--permits"}, {"top", "--limit"}, {"top", "--amnesia-tolerance"},
-		{"elect", "--amnesia-tolerance"}, {"dev", "-n"}, {"dev", "--port"}, {"lab", "--runs"}}
+		{"elect", "--amnesia-tolerance"}, {"dev", "-n"}, {"dev", "--port"}, {"lab", "--runs"}, {"lab", "--seed"}}
 	for _, f := range durations {
 		for value, want := range map[string]string{"5": "5 has no unit; write 5s", "x": `"x" is not a duration`,
 			"9999999h": "beyond what a duration can hold"} {
@@ -294,7 +294,7 @@ func TestNumericFlagErrorsSayWhy(t *testing.T) {
 	}
 	for _, f := range ints {
 		for value, want := range map[string]string{"x": `"x" is not a whole number`, "1e3": "1e3 is not a whole number",
-			"99999999999999999999": "beyond what an int can hold"} {
+			"99999999999999999999": "is beyond what a"} {
 			code, _, errOut := cli(t, nil, f[0], f[1], value)
 			requireOneLineError(t, code, errOut, exitUsage, want)
 		}

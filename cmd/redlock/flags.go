@@ -99,6 +99,27 @@ func (i *intFlag) Set(s string) error {
 	return nil
 }
 
+// uint64Flag is intFlag for a uint64 (lab's --seed).
+type uint64Flag uint64
+
+func (u *uint64Flag) String() string { return strconv.FormatUint(uint64(*u), 10) }
+
+func (u *uint64Flag) Set(s string) error {
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		var ne *strconv.NumError
+		switch {
+		case errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange):
+			return fmt.Errorf("%s is beyond what a uint64 can hold (0 to %d)", s, uint64(math.MaxUint64))
+		case isFloat(s):
+			return fmt.Errorf("%s is not a whole number of at least 0", s)
+		}
+		return fmt.Errorf("%q is not a whole number such as 3", s)
+	}
+	*u = uint64Flag(v)
+	return nil
+}
+
 // isFloat reports whether s reads as a number, though not as an int.
 func isFloat(s string) bool {
 	_, err := strconv.ParseFloat(s, 64)

@@ -111,7 +111,9 @@ func parseLab(e *env, args []string) (labArgs, error) {
 	scenario := fs.String("scenario", "all", "run only the scenario `NAME` (or a comma-separated list of names)")
 	runs := new(int)
 	intVar(fs, runs, "runs", labDefaultRuns, "`N` runs of each scenario")
-	seed := fs.Uint64("seed", 1, "seed of the scripts' random choices (which client, which nodes); run i uses seed S+i")
+	seed := new(uint64)
+	*seed = 1
+	fs.Var((*uint64Flag)(seed), "seed", "`S`, the seed of the scripts' random choices (which client, which nodes); run i uses seed S+i")
 	out := fs.String("out", labOutDefault, "directory to write the report to, created if missing")
 	quick := fs.Bool("quick", false, "the tests' profile: TTL 1s and short phases (default: the full profile, TTL 2s)")
 	if err := parseFlags(fs, e, args); err != nil {
