@@ -287,13 +287,15 @@ func TestNumericFlagErrorsSayWhy(t *testing.T) {
 		{"elect", "--amnesia-tolerance"}, {"dev", "-n"}, {"dev", "--port"}, {"lab", "--runs"}, {"lab", "--seed"}}
 	for _, f := range durations {
 		for value, want := range map[string]string{"5": "5 has no unit; write 5s", "x": `"x" is not a duration`,
-			"9999999h": "beyond what a duration can hold"} {
+			"9999999h": "beyond what a duration can hold", "-5": "-5 has no unit, and is negative",
+			// Numbers that a duration cannot be written with get no suggestion that would be refused.
+			"1e3": `"1e3" is not a duration`, "NaN": `"NaN" is not a duration`, "1_000": `"1_000" is not a duration`} {
 			code, _, errOut := cli(t, nil, f[0], f[1], value)
 			requireOneLineError(t, code, errOut, exitUsage, want)
 		}
 	}
 	for _, f := range ints {
-		for value, want := range map[string]string{"x": `"x" is not a whole number`, "1e3": "1e3 is not a whole number",
+		for value, want := range map[string]string{"x": `"x" is not a whole number`, "1e3": "1e3 is not a whole number", "1e400": "1e400 is not a whole number",
 			"99999999999999999999": "is beyond what a"} {
 			code, _, errOut := cli(t, nil, f[0], f[1], value)
 			requireOneLineError(t, code, errOut, exitUsage, want)

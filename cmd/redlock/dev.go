@@ -37,7 +37,7 @@ const (
 func runDev(ctx context.Context, e *env, args []string) error {
 	fs := newFlagSet("dev", "[-n N] [--port PORT]", devAbout)
 	n, port := new(int), new(int)
-	intVar(fs, n, "n", devDefaultNodes, "`N`, the number of nodes")
+	intVar(fs, n, "n", devDefaultNodes, fmt.Sprintf("the number `N` of nodes, 1 to %d", devMaxNodes))
 	intVar(fs, port, "port", devDefaultPort, "`PORT` of the first node; node i listens on PORT+i (0: let the system choose free ports)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return err

@@ -38,8 +38,9 @@ CMD gets exec's environment (without the node variables) and:
 With --observe, elect runs no command and prints the election's leader, then every change
 (a new term or value, or no leader), one line each: "term T value V", or "no leader";
 with --json one JSON document a line: {"time","leader","term","value","id"}. It runs until
-interrupted. An observer reads a quorum every 50 ms; it may miss a leadership shorter than
-that, and never reports a term that was not won.
+interrupted. An observer reads a quorum when the nodes announce a change and once a second
+otherwise; it may miss a leadership shorter than one read, and never reports a term that was
+not won.
 
 Exit status: as exec's (CMD's own; 75 not elected within --wait; 76 the leadership was lost
 while CMD ran; 126, 127; 128+N; 1; 2), and 0 for --observe ended by Ctrl-C or SIGTERM.`
@@ -106,7 +107,7 @@ func parseElect(e *env, args []string) (cfg *execConfig, observe, asJSON bool, e
 		return nil, false, false, usageErrorf(`elect: missing the command after "--": %s`, electSynopsis)
 	case observe:
 		if name := campaignFlag(fs); name != "" {
-			return nil, false, false, usageErrorf("elect: --%s is for campaigning; --observe takes only --nodes, --node-timeout, --amnesia-tolerance, --json and the TLS flags", name)
+			return nil, false, false, usageErrorf("elect: %s is for campaigning and does nothing with --observe, which takes only --nodes, --node-timeout, --amnesia-tolerance, --json and the TLS flags", flagName(name))
 		}
 	}
 	cfg.election, cfg.elect = pos[0], true
@@ -118,9 +119,7 @@ func parseElect(e *env, args []string) (cfg *execConfig, observe, asJSON bool, e
 	if len(cfg.value) > redlock.MaxValueLen {
 		return nil, false, false, usageErrorf("elect: --value is %d bytes, more than %d", len(cfg.value), redlock.MaxValueLen)
 	}
-	if !flagSet(fs, "grace") {
-		cfg.grace = defaultGrace(cfg.ttl)
-	}
+	cfg.fillDefaults(fs)
 	if err := cfg.check(); err != nil {
 		return nil, false, false, err
 	}

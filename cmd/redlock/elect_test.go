@@ -24,12 +24,13 @@ func TestElectCommandLine(t *testing.T) {
 		{[]string{"elect", "--nodes", nodes, "--json", "a", "--", "true"}, "--json goes with --observe"},
 		{[]string{"elect", "--nodes", nodes, "--observe", "a", "--", "true"}, "--observe runs no command"},
 		// --observe campaigns for nothing: the flags of campaigning would be ignored.
-		{[]string{"elect", "--nodes", nodes, "--observe", "--json", "--wait", "1s", "a"}, "elect: --wait is for campaigning; --observe takes only"},
+		{[]string{"elect", "--nodes", nodes, "--observe", "--json", "--wait", "1s", "a"}, "elect: --wait is for campaigning and does nothing with --observe, which takes only"},
 		{[]string{"elect", "--nodes", nodes, "--observe", "--grace", "1h", "a"}, "elect: --grace is for campaigning"},
 		{[]string{"elect", "--nodes", nodes, "--observe", "--ttl", "5s", "a"}, "elect: --ttl is for campaigning"},
 		{[]string{"elect", "--nodes", nodes, "--value", "x", "--observe", "a"}, "elect: --value is for campaigning"},
 		{[]string{"elect", "--nodes", nodes, "--observe", "--conflict-exit-code", "9", "a"}, "elect: --conflict-exit-code is for campaigning"},
 		{[]string{"elect", "--nodes", nodes, "--observe", "--lock-delay", "1s", "a"}, "elect: --lock-delay is for campaigning"},
+		{[]string{"elect", "--nodes", nodes, "--observe", "-v", "a"}, "elect: -v is for campaigning"},
 		{[]string{"elect", "--nodes", nodes, "--ttl", "100ms", "a", "--", "true"}, "elect: --ttl 100ms must be at least"},
 		{[]string{"elect", "--nodes", nodes, "--value", strings.Repeat("v", 64<<10+1), "a", "--", "true"}, "--value is 65537 bytes"},
 	} {

@@ -317,6 +317,7 @@ func (x *execRun) notAcquired(acqCtx context.Context, clients []redis.UniversalC
 	case serr != nil:
 		return &exitError{code: cfg.conflictCode, err: fmt.Errorf("exec: %s not %s (%s): %s", cfg.subject(), cfg.taken(), how, attemptDetail(err))}
 	case answered(st) < st.Quorum:
+		probeFailed(st)
 		var failed []string
 		for _, ns := range st.Nodes {
 			if ns.Err != nil {

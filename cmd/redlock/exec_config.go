@@ -56,6 +56,16 @@ func defaultGrace(ttl time.Duration) time.Duration {
 // maxGraceFor is the longest grace that fits ttl: grace + killSafety(ttl) ≤ ttl/2.
 func maxGraceFor(ttl time.Duration) time.Duration { return ttl/2 - killSafety(ttl) }
 
+// fillDefaults cuts --ttl to whole milliseconds, as the library does (Redis keeps TTLs in
+// milliseconds), so that the checks and messages use the TTL the lock gets, and sets --grace,
+// when it was not given, to the default that fits that TTL.
+func (cfg *execConfig) fillDefaults(fs *flag.FlagSet) {
+	cfg.ttl = cfg.ttl.Truncate(time.Millisecond)
+	if !flagSet(fs, "grace") {
+		cfg.grace = defaultGrace(cfg.ttl)
+	}
+}
+
 // minTTLFor returns the shortest ttl in whole milliseconds that fits grace (grace +
 // killSafety(ttl) ≤ ttl/2), rounded up so that it fits; ok is false when no ttl up to
 // MaxTTL does.
@@ -130,9 +140,7 @@ func parseExec(e *env, args []string) (*execConfig, error) {
 	if err := checkKeys(cfg.keys, *keyFlags); err != nil {
 		return nil, err
 	}
-	if !flagSet(fs, "grace") {
-		cfg.grace = defaultGrace(cfg.ttl)
-	}
+	cfg.fillDefaults(fs)
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
@@ -209,6 +217,9 @@ func (cfg *execConfig) check() error {
 		use := fmt.Sprintf("--grace can be at most %v, for --ttl %v", maxGraceFor(redlock.MaxTTL), redlock.MaxTTL)
 		if ttl, ok := minTTLFor(cfg.grace); ok {
 			use = fmt.Sprintf("use a --ttl of at least %v, or a --grace of at most %v", ttl, maxGraceFor(cfg.ttl))
+			if maxGraceFor(cfg.ttl) <= 0 {
+				use = fmt.Sprintf("use a --ttl of at least %v, or --grace 0", ttl)
+			}
 		}
 		return usageErrorf("exec: --grace %v does not fit in --ttl %v: a lost lock's command gets SIGTERM grace + %v before the lock's deadline, "+
 			"which must be at most half the ttl; %s", cfg.grace, cfg.ttl, killSafety(cfg.ttl), use)

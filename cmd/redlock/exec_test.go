@@ -965,6 +965,17 @@ func TestGraceBeyondAnyTTL(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "--grace can be at most 3504h0m0s, for --ttl 8760h0m0s") {
 		t.Fatalf("--grace 8000h: %v", err)
 	}
+	// --ttl is cut to whole milliseconds before --grace is checked against it, as the lock
+	// gets it: 1000.9ms holds no more grace than 1s does.
+	if _, err := parseExec(e, []string{"--ttl", "1000.9ms", "--grace", "250.4ms", "k", "--", "true"}); err == nil {
+		t.Error("--ttl 1000.9ms --grace 250.4ms accepted; 1s holds at most 250ms")
+	}
+	if cfg, err := parseExec(e, []string{"--ttl", "1000.9ms", "k", "--", "true"}); err != nil || cfg.ttl != time.Second {
+		t.Errorf("--ttl 1000.9ms: %v, %v; want 1s", cfg, err)
+	}
+	if _, err := parseExec(e, []string{"--ttl", "500ms", "--grace", "1ns", "k", "--", "true"}); err == nil || !strings.Contains(err.Error(), "or --grace 0") {
+		t.Errorf("--ttl 500ms --grace 1ns: %v; want it to offer --grace 0", err)
+	}
 	for _, args := range [][]string{{"--ttl", "500ms", "--grace", "1ns"}, {"--ttl", "1s", "--grace", "250.2ms"}, {"--ttl", "25s", "--grace", "10.0001s"}} {
 		_, err := parseExec(e, append(args, "k", "--", "true"))
 		if err == nil {

@@ -11,6 +11,7 @@ import (
 	"math"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/quorumlock/redlock"
@@ -56,10 +57,16 @@ var durationSyntax = regexp.MustCompile(`^[-+]?((\d+(\.\d*)?|\.\d+)(ns|us|µs|μ
 
 func (d *durationFlag) String() string { return time.Duration(*d).String() }
 
+// plainNumber matches a number written as time.ParseDuration reads one, without its unit.
+var plainNumber = regexp.MustCompile(`^[-+]?(\d+(\.\d*)?|\.\d+)$`)
+
 func (d *durationFlag) Set(s string) error {
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+		if plainNumber.MatchString(s) {
+			if strings.HasPrefix(s, "-") { // no duration flag takes a negative value
+				return fmt.Errorf("%s has no unit, and is negative; write a duration such as 30s or 500ms", s)
+			}
 			return fmt.Errorf("%s has no unit; write %ss, %sms, %sm or %sh", s, s, s, s, s)
 		}
 		if durationSyntax.MatchString(s) { // well formed: time.ParseDuration refused its size
@@ -77,8 +84,9 @@ func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Dur
 	fs.Var((*durationFlag)(p), name, usage)
 }
 
-// intFlag is an int flag whose error says what is wrong with the value ("x is not a whole
-// number", "1e3 is not a whole number: write 1000") instead of flag's bare "parse error".
+// intFlag is an int flag whose error says what is wrong with the value ("\"x\" is not a whole
+// number such as 3", "1e3 is not a whole number", "... is beyond what an int can hold")
+// instead of flag's bare "parse error".
 type intFlag int
 
 func (i *intFlag) String() string { return strconv.Itoa(int(*i)) }
@@ -120,10 +128,18 @@ func (u *uint64Flag) Set(s string) error {
 	return nil
 }
 
-// isFloat reports whether s reads as a number, though not as an int.
+// isFloat reports whether s reads as a number, though not as an int (1e3, 2.5, 1e400).
 func isFloat(s string) bool {
 	_, err := strconv.ParseFloat(s, 64)
-	return err == nil
+	return err == nil || errors.Is(err, strconv.ErrRange)
+}
+
+// flagName is how a flag is written on the command line: -v, --ttl.
+func flagName(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
 }
 
 // intVar defines an intFlag named name with default value, stored in p.

@@ -16,7 +16,7 @@ const nodesEnv = "REDLOCK_NODES"
 // nodesFileEnv names a file that holds the node list, for credentials that should appear
 // neither in argv (/proc/PID/cmdline) nor in the environment of every child: one or more
 // URLs per line, separated by commas or new lines; blank lines, lines starting with '#' and
-// what follows a blank and a '#' on a line are skipped. Used when neither --nodes nor REDLOCK_NODES is given.
+// what follows a blank or a comma and a '#' on a line are skipped. Used when neither --nodes nor REDLOCK_NODES is given.
 const nodesFileEnv = "REDLOCK_NODES_FILE"
 
 // authEnv is the password for the nodes whose URL has none, as redis-cli reads it.

@@ -24,26 +24,26 @@ type nodeURL struct {
 
 // nodesFileEntries returns the entries of a nodes file ($REDLOCK_NODES_FILE): one or more
 // URLs per line, separated by commas or new lines; blank lines and lines starting with '#'
-// are skipped, a '#' after a space or a tab starts a comment that runs to the end of the line
-// (a URL holds no blank: a '#' in one, starting a fragment or in a password, has none
-// before it), and a line's trailing commas are dropped.
+// are skipped, a '#' after a space, a tab or a comma starts a comment that runs to the end of
+// the line (a URL holds none of these: a '#' in one, starting a fragment or in a password,
+// follows something else), and a line's trailing commas are dropped.
 func nodesFileEntries(text string) []string {
 	var entries []string
 	for line := range strings.Lines(text) {
 		if i := trailingComment.FindStringIndex(line); i != nil {
-			line = line[:i[0]]
+			line = line[:i[0]+1] // keeps the comma before a comment, dropped below
 		}
-		line = strings.TrimSpace(line)
+		line = strings.TrimRight(strings.TrimSpace(line), ",")
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		entries = append(entries, strings.TrimRight(line, ","))
+		entries = append(entries, line)
 	}
 	return entries
 }
 
 // trailingComment matches a comment after an entry on a line of a nodes file.
-var trailingComment = regexp.MustCompile(`[ \t]#`)
+var trailingComment = regexp.MustCompile(`[ \t,]#`)
 
 // commaHint ends the error of a node list that a ',' in a URL seems to have cut.
 const commaHint = "; a ',' inside a password or a query value splits the list: write it as %2C"

@@ -197,9 +197,9 @@ func TestNodeURLHost(t *testing.T) {
 // an entry too ("URL # note"; a '#' inside a URL, with no blank before it, stays), every other
 // line is one entry, and a line's trailing commas go.
 func TestNodesFileEntries(t *testing.T) {
-	text := "# the nodes\n\n  redis://a:1,redis://b:2,\n\t# redis://old:3\nredis://c:3,, # the third\r\nredis://:p#w@d:4\t# pw has a #\nredis://e:5 #"
+	text := "# the nodes\n\n  redis://a:1,redis://b:2,\n\t# redis://old:3\nredis://c:3,, # the third\r\nredis://:p#w@d:4\t# pw has a #\nredis://e:5 #\n,\nredis://f:6,# no blank\n ,, \n"
 	got := nodesFileEntries(text)
-	want := []string{"redis://a:1,redis://b:2", "redis://c:3", "redis://:p#w@d:4", "redis://e:5"}
+	want := []string{"redis://a:1,redis://b:2", "redis://c:3", "redis://:p#w@d:4", "redis://e:5", "redis://f:6"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("nodesFileEntries = %q, want %q", got, want)
 	}
@@ -237,10 +237,10 @@ func TestNodeURLCommaHintOnlyWhenCut(t *testing.T) {
 	}
 }
 
-// TestSchemeProbesNeverWait: the wrong-scheme probes of a port that accepts connections and
+// TestSchemeProbesBounded: the wrong-scheme probes of a port that accepts connections and
 // answers nothing, and of a port nobody listens on, find nothing, each within the probe's
 // bound; an address no URL named is not probed.
-func TestSchemeProbesNeverWait(t *testing.T) {
+func TestSchemeProbesBounded(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -292,20 +292,54 @@ func TestSchemeProbesNeverWait(t *testing.T) {
 }
 
 // TestMayBeScheme: a failure that quotes the server's own reply, a certificate problem or a
-// refused connection is not probed for a wrong scheme; one that says nothing answered, or
-// that the connection closed, is.
+// refused connection is never probed for a wrong scheme; for a redis:// URL only a connection
+// the server closed is (a TLS port's answer to plain Redis; a plain port that hangs is no wrong
+// scheme), for a rediss:// URL anything else too (a plain port never answers the handshake);
+// an address no URL named is not.
 func TestMayBeScheme(t *testing.T) {
-	for _, msg := range []string{"WRONGPASS invalid username-password pair or user is disabled.", "NOAUTH Authentication required.",
+	const plain, secure = "127.0.0.1:1001", "127.0.0.1:1002"
+	if _, err := parseNodeURLs("redis://"+plain+",rediss://"+secure, "--nodes", ""); err != nil {
+		t.Fatal(err)
+	}
+	never := []string{"WRONGPASS invalid username-password pair or user is disabled.", "NOAUTH Authentication required.",
 		"tls: failed to verify certificate: x509: certificate signed by unknown authority",
-		"dial tcp 127.0.0.1:1: connect: connection refused", "dial unix /tmp/x.sock: connect: no such file or directory"} {
-		if mayBeScheme(msg) {
-			t.Errorf("%q: probed", msg)
+		"remote error: tls: certificate required", "dial tcp 127.0.0.1:1: connect: connection refused"}
+	closed := []string{"EOF", "read tcp 127.0.0.1:5->127.0.0.1:6: read: connection reset by peer", "redis: invalid reply: \"\\x15\\x03\""}
+	silent := []string{"no answer within 2s", "not sent: the node is not answering (every call in flight is past the node timeout)",
+		"no reply to SCAN within 2s"}
+	for _, tc := range []struct {
+		addr string
+		msgs []string
+		want bool
+	}{
+		{plain, never, false}, {secure, never, false}, {"127.0.0.1:1003", closed, false},
+		{plain, closed, true}, {plain, silent, false},
+		{secure, closed, true}, {secure, silent, true},
+	} {
+		for _, msg := range tc.msgs {
+			if got := mayBeScheme(tc.addr, msg); got != tc.want {
+				t.Errorf("mayBeScheme(%s, %q) = %v, want %v", tc.addr, msg, got, tc.want)
+			}
 		}
 	}
-	for _, msg := range []string{"no answer within 2s", "EOF", "not sent: the node is not answering (every call in flight is past the node timeout)",
-		"no reply to SCAN within 2s", "read tcp 127.0.0.1:5->127.0.0.1:6: read: connection reset by peer"} {
-		if !mayBeScheme(msg) {
-			t.Errorf("%q: not probed", msg)
+}
+
+// TestTLSHint: a server's alert about our certificate asks for a client certificate, a
+// server certificate that does not verify for the CA, and a message that already names a TLS
+// flag gets nothing more.
+func TestTLSHint(t *testing.T) {
+	for msg, want := range map[string]string{
+		"remote error: tls: certificate required":                                          "pass --tls-cert FILE and --tls-key FILE",
+		"remote error: tls: bad certificate":                                               "pass --tls-cert FILE and --tls-key FILE",
+		"tls: failed to verify certificate: x509: certificate signed by unknown authority": "pass --tls-ca FILE",
+		"EOF": "",
+	} {
+		got := tlsHint(msg)
+		if want == "" && got != msg || want != "" && !strings.Contains(got, want) {
+			t.Errorf("tlsHint(%q) = %q, want it to add %q", msg, got, want)
 		}
+	}
+	if msg := "x509: certificate signed by unknown authority (for a private CA, pass --tls-ca FILE)"; tlsHint(msg) != msg {
+		t.Errorf("a hinted message got another hint: %q", tlsHint(msg))
 	}
 }

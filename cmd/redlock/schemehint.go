@@ -14,8 +14,8 @@ import (
 // A node URL with the wrong scheme fails in ways that do not name the cause: a rediss:// URL
 // for a port without TLS waits for a handshake that the server never answers (it reads the
 // ClientHello as the start of a command), so the node looks hung; a redis:// URL for a TLS
-// port gets its connection closed, reported as "EOF". When a node fails, the commands that
-// report it probe its port once for the other protocol and say so (schemeHint).
+// port gets its connection closed, reported as "EOF". When a node fails that way, the commands
+// that report it probe its port once for the other protocol and say so (schemeHint).
 
 // schemeProbeTimeout bounds one probe: the dial and the exchange together.
 const schemeProbeTimeout = 300 * time.Millisecond
@@ -27,14 +27,15 @@ type schemeNode struct {
 	hint string // set by the probe; "" when the port speaks the URL's protocol, or nothing answered
 }
 
-// schemeNodes are the TCP addresses named by the node URLs parsed so far (parseNodeURLs).
+// schemeNodes are the TCP addresses named by the node URLs parsed last (parseNodeURLs).
 var schemeNodes struct {
 	mu     sync.Mutex
 	byAddr map[string]*schemeNode
 }
 
-// noteSchemes records the scheme of each URL's address, for schemeHint; unix sockets are left
-// out (no TLS there). An address named with both schemes is probed for neither.
+// noteSchemes records the scheme of each URL's address, for schemeHint, forgetting what an
+// earlier list's probes found of the same address; unix sockets are left out (no TLS there).
+// parseNodeURLs has refused an address named twice.
 func noteSchemes(urls []nodeURL) {
 	schemeNodes.mu.Lock()
 	defer schemeNodes.mu.Unlock()
@@ -42,30 +43,28 @@ func noteSchemes(urls []nodeURL) {
 		schemeNodes.byAddr = map[string]*schemeNode{}
 	}
 	for _, u := range urls {
-		if u.opts.Network == "unix" {
-			continue
+		if u.opts.Network != "unix" {
+			schemeNodes.byAddr[u.opts.Addr] = &schemeNode{tls: u.opts.TLSConfig != nil}
 		}
-		isTLS := u.opts.TLSConfig != nil
-		if n, ok := schemeNodes.byAddr[u.opts.Addr]; ok {
-			if n != nil && n.tls != isTLS {
-				schemeNodes.byAddr[u.opts.Addr] = nil
-			}
-			continue
-		}
-		schemeNodes.byAddr[u.opts.Addr] = &schemeNode{tls: isTLS}
 	}
+}
+
+// schemeNodeOf returns what is known of addr's scheme, nil for an address no URL named.
+func schemeNodeOf(addr string) *schemeNode {
+	schemeNodes.mu.Lock()
+	defer schemeNodes.mu.Unlock()
+	return schemeNodes.byAddr[addr]
 }
 
 // schemeHint returns, for a node that failed, a hint that its URL has the wrong scheme when
 // its port speaks the other protocol ("" otherwise, and for an address no URL named). The first
 // call for an address probes it, once, for at most schemeProbeTimeout: a redis:// node with a
-// TLS handshake (nothing is sent after it), a rediss:// node with a plain PING (never AUTH, so
-// no password leaves the process); later calls return what that probe found. Safe for
-// concurrent use.
+// TLS handshake (then closed, nothing else sent), a rediss:// node with a plain PING (never
+// AUTH, so no password leaves the process); later calls return what that probe found. The
+// hint for a rediss:// node states the fact and does not advise dropping TLS: a plain answer
+// proves nothing about who gave it. Safe for concurrent use.
 func schemeHint(addr string) string {
-	schemeNodes.mu.Lock()
-	n := schemeNodes.byAddr[addr]
-	schemeNodes.mu.Unlock()
+	n := schemeNodeOf(addr)
 	if n == nil {
 		return ""
 	}
@@ -74,9 +73,9 @@ func schemeHint(addr string) string {
 		defer cancel()
 		switch {
 		case n.tls && speaksPlain(ctx, addr):
-			n.hint = addr + " answers without TLS: use redis://" + addr + ", or enable TLS on the server"
+			n.hint = "this port answers plain Redis, without TLS: check the URL's port and scheme, or enable TLS on the server"
 		case !n.tls && speaksTLS(ctx, addr):
-			n.hint = addr + " speaks TLS: use rediss://" + addr + ", with --tls-ca FILE for a private CA"
+			n.hint = "this port speaks TLS: use rediss://" + addr + ", with --tls-ca FILE for a private CA (and --tls-cert and --tls-key if the server asks for a client certificate)"
 		}
 	})
 	return n.hint
@@ -92,11 +91,11 @@ func probeSchemes(addrs []string) {
 	wg.Wait()
 }
 
-// withNodeHint is msg, a node's failure, with what tlsHint and, when the failure may come of
-// a wrong scheme (mayBeScheme), schemeHint add to it.
+// withNodeHint is msg, a failure of the node at addr, with what tlsHint and, when the failure
+// may come of a wrong scheme (mayBeScheme), schemeHint add to it.
 func withNodeHint(addr, msg string) string {
 	hinted := tlsHint(msg)
-	if !mayBeScheme(msg) {
+	if !mayBeScheme(addr, msg) {
 		return hinted
 	}
 	if h := schemeHint(addr); h != "" && !strings.Contains(hinted, h) {
@@ -109,11 +108,18 @@ func withNodeHint(addr, msg string) string {
 // answered in the URL's protocol, so its scheme is right and no probe is needed.
 var serverReplies = []string{"WRONGPASS", "NOAUTH", "NOPERM", "ERR ", "LOADING", "MASTERDOWN", "READONLY", "BUSY", "MISCONF", "NOSCRIPT"}
 
-// mayBeScheme reports whether a node's failure, msg, may come of a wrong scheme: not a reply
-// of the server's, nor a certificate problem (the port speaks TLS), nor a refused connection
-// (nothing listens).
-func mayBeScheme(msg string) bool {
-	if strings.Contains(msg, "certificate") || strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such file") {
+// closedSigns are what a failure says when the server closed or broke the connection: what
+// a TLS port does with a plain Redis request.
+var closedSigns = []string{"EOF", "connection reset", "broken pipe", "invalid reply"}
+
+// mayBeScheme reports whether msg, a failure of the node at addr, may come of a wrong scheme:
+// for a redis:// URL, a connection the server closed (a TLS port does that; a plain one that
+// hangs does not); for a rediss:// URL, anything but what proves TLS or the port: not a reply
+// of the server's, a certificate problem or a refused connection. False for an address no URL
+// named.
+func mayBeScheme(addr, msg string) bool {
+	n := schemeNodeOf(addr)
+	if n == nil || strings.Contains(msg, "certificate") || strings.Contains(msg, "connection refused") {
 		return false
 	}
 	for _, r := range serverReplies {
@@ -121,7 +127,15 @@ func mayBeScheme(msg string) bool {
 			return false
 		}
 	}
-	return true
+	if n.tls {
+		return true
+	}
+	for _, c := range closedSigns {
+		if strings.Contains(msg, c) {
+			return true
+		}
+	}
+	return false
 }
 
 // probeFailures runs the probes (probeSchemes) of the nodes whose failure, errs[i] for
@@ -129,7 +143,7 @@ func mayBeScheme(msg string) bool {
 func probeFailures(addrs []string, errs []error) {
 	var probe []string
 	for i, err := range errs {
-		if err != nil && !errors.Is(err, errNotWaited) && mayBeScheme(err.Error()) {
+		if err != nil && !errors.Is(err, errNotWaited) && mayBeScheme(addrs[i], err.Error()) {
 			probe = append(probe, addrs[i])
 		}
 	}
@@ -160,7 +174,8 @@ func speaksPlain(ctx context.Context, addr string) bool {
 
 // speaksTLS reports whether addr completes a TLS handshake, or answers it with a TLS alert
 // (a server that wants a client certificate). The server's certificate is not checked: the
-// probe only asks which protocol the port speaks, and sends nothing after the handshake.
+// probe only asks which protocol the port speaks, and closes the connection after the
+// handshake.
 func speaksTLS(ctx context.Context, addr string) bool {
 	d := tls.Dialer{Config: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // a protocol probe, no data sent
 	conn, err := d.DialContext(ctx, "tcp", addr)

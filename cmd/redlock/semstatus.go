@@ -22,6 +22,9 @@ func semaphoreStatus(ctx context.Context, e *env, c *redlock.Client, name string
 	case err != nil:
 		return fmt.Errorf("status: %s", bare(err))
 	}
+	for _, p := range st.Permit {
+		probeFailed(p) // in parallel for the nodes, and once per address: the next permits' are done
+	}
 	if asJSON {
 		if err := writeSemaphoreJSON(e.stdout, st); err != nil {
 			return fmt.Errorf("status: %w", err)
@@ -30,8 +33,8 @@ func semaphoreStatus(ctx context.Context, e *env, c *redlock.Client, name string
 		writeSemaphoreTable(e.stdout, st)
 	}
 	for i, p := range st.Permit {
-		if n := answered(p); n < p.Quorum {
-			return fmt.Errorf("status: permit %d of %q: only %d of %d nodes answered, quorum is %d: its state is unknown", i, name, n, len(p.Nodes), p.Quorum)
+		if err := tooFewAnswered(p, fmt.Sprintf("permit %d of semaphore %q", i, name)); err != nil {
+			return err
 		}
 	}
 	return nil

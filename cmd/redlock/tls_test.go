@@ -124,7 +124,7 @@ func TestRealWrongSchemeHints(t *testing.T) {
 	tlsAddr := "127.0.0.1:" + strconv.Itoa(tlsPort)
 	const secret = "s3cr3t-never-printed"
 	toTLS := "speaks TLS: use rediss://" + tlsAddr
-	toPlain := "answers without TLS: use redis://" + plain[0]
+	toPlain := "this port answers plain Redis, without TLS"
 
 	// status: the TLS port named redis://, with a password, beside two healthy nodes.
 	nodes := "redis://:" + secret + "@" + tlsAddr + ",redis://" + plain[0] + ",redis://" + plain[1]

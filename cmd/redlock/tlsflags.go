@@ -72,9 +72,16 @@ func (t *tlsFlags) apply(cmdName string, urls []nodeURL) error {
 	return nil
 }
 
-// tlsHint adds advice to a failure that looks like a certificate problem.
+// tlsHint adds advice to a failure that looks like a certificate problem: the server's alert
+// about ours ("remote error: tls: certificate required", "bad certificate") asks for a client
+// certificate; any other (the server's certificate not verified) for the CA.
 func tlsHint(msg string) string {
-	if strings.Contains(msg, "certificate") && !strings.Contains(msg, "--tls-ca") {
+	switch {
+	case strings.Contains(msg, "--tls-"):
+		return msg
+	case strings.Contains(msg, "remote error: tls:") && strings.Contains(msg, "certificate"):
+		return msg + " (the server wants a client certificate it trusts: pass --tls-cert FILE and --tls-key FILE)"
+	case strings.Contains(msg, "certificate"):
 		return msg + " (for a private CA, pass --tls-ca FILE)"
 	}
 	return msg

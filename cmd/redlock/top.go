@@ -99,7 +99,7 @@ func parseTop(e *env, args []string) (topConfig, readerOptions, error) {
 	all := fs.Bool("all", false, "also show free locks that have a per-key fence counter but no key on any node")
 	asJSON := fs.Bool("json", false, "print one JSON document per refresh instead of the table")
 	once := fs.Bool("once", false, "print one snapshot and exit")
-	durationVar(fs, &ro.nodeTimeout, "node-timeout", statusNodeTimeout, "how long (a `DURATION`) to wait for each node, per call")
+	durationVar(fs, &ro.nodeTimeout, "node-timeout", statusNodeTimeout, "how long (`D`) to wait for each node, per call")
 	intVar(fs, &ro.amnesia, "amnesia-tolerance", redlock.DefaultAmnesiaTolerance, "`F` as in the library's WithAmnesiaTolerance: raises the quorum; must match the lock's users")
 	fs.Var((*layoutFlag)(&ro.layout), "counter-layout", layoutUsage(", those of the clients whose next token is shown"))
 	ro.tls.register(fs)
@@ -142,6 +142,7 @@ func (t *topper) loop(ctx context.Context, w io.Writer) error {
 			}
 			return fmt.Errorf("top: %s", bare(err))
 		}
+		snap.probeFailures(t.addrs)
 		if err := t.render(w, snap); err != nil {
 			return fmt.Errorf("top: %w", err)
 		}

@@ -21,11 +21,6 @@ const topKeyWidth = 40
 // render prints one snapshot: a JSON document with --json, else the table, redrawn in
 // place in the live view.
 func (t *topper) render(w io.Writer, s *topSnap) error {
-	errs := make([]error, len(s.nodes))
-	for i, n := range s.nodes {
-		errs[i] = n.err
-	}
-	probeFailures(t.addrs, errs) // once per address: later snapshots reuse what the probe found
 	if t.cfg.asJSON {
 		return writeTopJSON(w, s, t.addrs)
 	}

@@ -49,6 +49,17 @@ type topSnap struct {
 	hiddenRW int // of those, the ones no node says readers hold (shown with --all)
 }
 
+// probeFailures runs the wrong-scheme probes (probeFailures, schemeHint) of the nodes whose
+// scan failed, before the snapshot is printed; each address is probed once per run, so a live
+// view's later snapshots reuse what was found.
+func (s *topSnap) probeFailures(addrs []string) {
+	errs := make([]error, len(s.nodes))
+	for i, n := range s.nodes {
+		errs[i] = n.err
+	}
+	probeFailures(addrs, errs)
+}
+
 // firstFailure names the first node whose scan failed and its error, for the message of a
 // single snapshot that too few nodes answered, with what withNodeHint adds for its address
 // (addrs, by node); "" when every scan answered.
