@@ -23,7 +23,7 @@ func semaphoreStatus(ctx context.Context, e *env, c *redlock.Client, name string
 		return fmt.Errorf("status: %s", bare(err))
 	}
 	for _, p := range st.Permit {
-		probeFailed(p) // in parallel for the nodes, and once per address: the next permits' are done
+		probeFailed(p) // a permit's failed nodes in parallel; an address probed for an earlier permit is not probed again
 	}
 	if asJSON {
 		if err := writeSemaphoreJSON(e.stdout, st); err != nil {
