@@ -77,7 +77,7 @@ func parseElect(e *env, args []string) (cfg *execConfig, observe, asJSON bool, e
 	cfg = &execConfig{}
 	keyFlags := registerExecFlags(fs, cfg)
 	fs.Lookup("wait").Usage = "how long (a `DURATION`) to campaign before giving up (exit 75), counted once the nodes answered PING, the first attempt always completing; 0: until elected (default 0s)"
-	fs.Lookup("key").Usage = "exec's only: elect refuses it (an election has one NAME)"
+	fs.Lookup("key").Usage = "`KEY`: exec's only; elect refuses it (an election has one NAME)"
 	fs.StringVar(&cfg.value, "value", "", "the `VALUE` this leader proclaims, at most 64 KiB (default the host name and redlock's pid, as host:pid)")
 	fs.BoolVar(&observe, "observe", false, "print the leader and every change of leader instead of campaigning (no CMD)")
 	fs.BoolVar(&asJSON, "json", false, "with --observe: one JSON document a line")

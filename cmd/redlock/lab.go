@@ -114,7 +114,7 @@ func parseLab(e *env, args []string) (labArgs, error) {
 	seed := new(uint64)
 	*seed = 1
 	fs.Var((*uint64Flag)(seed), "seed", "`S`, the seed of the scripts' random choices (which client, which nodes); run i uses seed S+i")
-	out := fs.String("out", labOutDefault, "directory to write the report to, created if missing")
+	out := fs.String("out", labOutDefault, "`DIR` to write the report to, created if missing")
 	quick := fs.Bool("quick", false, "the tests' profile: TTL 1s and short phases (default: the full profile, TTL 2s)")
 	if err := parseFlags(fs, e, args); err != nil {
 		return labArgs{}, err

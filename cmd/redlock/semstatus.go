@@ -62,6 +62,26 @@ func writeSemaphoreTable(w io.Writer, st *redlock.SemaphoreStatus) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "\n%d of %d permits held\n", st.Held, st.Permits)
+	for _, f := range permitFailures(st) {
+		fmt.Fprintln(w, f)
+	}
+}
+
+// permitFailures names each node that did not answer for some permit, once, with its first
+// failure (as the lock table's error column shows it): the rows above count such a node
+// out of "on" without saying why.
+func permitFailures(st *redlock.SemaphoreStatus) []string {
+	var out []string
+	seen := map[int]bool{}
+	for i, p := range st.Permit {
+		for _, ns := range p.Nodes {
+			if ns.Err != nil && !seen[ns.Node] {
+				seen[ns.Node] = true
+				out = append(out, fmt.Sprintf("node %d (%s) did not answer for permit %d: %s", ns.Node, ns.Addr, i, nodeErrText(ns.Err)))
+			}
+		}
+	}
+	return out
 }
 
 // semaphoreDoc is status --permits --json. Its fields are documented in docs/cli.md.

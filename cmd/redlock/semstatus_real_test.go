@@ -80,6 +80,17 @@ func TestRealStatusSemaphore(t *testing.T) {
 			t.Errorf("%v: stdout %q", tc.args, out)
 		}
 	}
+
+	// A node down: the table still shows the permits (2 of 3 nodes answered) and names the
+	// node that did not answer, once, with its failure.
+	if err := cluster.Nodes()[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = cli(t, nil, "status", "--nodes", nodes, "--permits", "3", "bank-api")
+	want := "node 2 (" + cluster.Addrs()[2] + ") did not answer for permit 0: "
+	if code != 0 || strings.Count(out, want) != 1 || strings.Count(out, "did not answer") != 1 || !strings.Contains(out, "2 of 3 permits held") {
+		t.Errorf("one node down: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
+	}
 }
 
 // TestRealTopShowsSemaphores: top lists a semaphore's held permits by the semaphore's name
